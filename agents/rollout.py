@@ -1,0 +1,197 @@
+"""Run agents through environments; episodes as dataclasses, saved as JSONL."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+import gymnasium as gym
+
+from searchgym.agents.base import Agent
+from searchgym.tasks.task import Task
+
+
+@dataclass
+class Turn:
+    action: str
+    observation: str
+    reward: float
+    tool: str | None
+    error: str | None
+
+
+@dataclass
+class Episode:
+    task_id: str
+    question: str
+    answers: list[str]
+    metadata: dict[str, Any]
+    turns: list[Turn] = field(default_factory=list)
+    prediction: str | None = None
+    em: float = 0.0
+    f1: float = 0.0
+    cover_em: float = 0.0
+    evidence_recall: float | None = None
+    n_searches: int = 0
+    n_invalid: int = 0
+    n_errors: int = 0
+    obs_tokens: int = 0
+    total_reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    terminated: bool = False
+    truncated: bool = False
+
+    @property
+    def n_turns(self) -> int:
+        return len(self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Episode:
+        row = dict(row)
+        row["turns"] = [Turn(**t) for t in row["turns"]]
+        return cls(**row)
+
+
+class _Slot:
+    """One env-agent pair and the episode it is playing."""
+
+    def __init__(self, env: gym.Env, agent: Agent) -> None:
+        self.env, self.agent = env, agent
+        self.episode: Episode | None = None
+        self.index = -1
+        self.observation = ""
+
+    def start(self, index: int, task: Task, seed: int) -> None:
+        self.index = index
+        self.observation, info = self.env.reset(seed=seed, options={"task": task})
+        self.agent.reset(info)
+        self.episode = Episode(task.id, task.question, list(task.answers), dict(task.metadata))
+
+    def step(self) -> bool:
+        """Play one turn; True when the episode is over."""
+        ep = self.episode
+        assert ep is not None
+        action = self.agent.act(self.observation)
+        self.observation, reward, terminated, truncated, info = self.env.step(action)
+        ep.turns.append(Turn(action, self.observation, float(reward), info["tool"], info["error"]))
+        ep.total_reward += float(reward)
+        for name, value in info["reward_components"].items():
+            ep.reward_components[name] = ep.reward_components.get(name, 0.0) + value
+        for name in ("n_searches", "n_invalid", "n_errors", "obs_tokens"):
+            setattr(ep, name, info[name])
+        if "prediction" in info:
+            ep.prediction = info["prediction"]
+            ep.em, ep.f1, ep.cover_em = info["em"], info["f1"], info["cover_em"]
+            ep.evidence_recall = info["evidence_recall"]
+        ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+        return terminated or truncated
+
+
+def rollout(
+    envs: Sequence[gym.Env],
+    agents: Sequence[Agent],
+    tasks: Iterable[Task],
+    *,
+    seed: int = 0,
+) -> Iterator[tuple[int, Episode]]:
+    """Play every task once, keeping all env-agent pairs busy; yields ``(task index, episode)``
+    as episodes finish, so not necessarily in task order. Task ``i`` is reset with seed
+    ``seed + i``."""
+    if len(envs) != len(agents) or not envs:
+        raise ValueError(f"need as many agents as envs (at least one), got {len(envs)} and {len(agents)}")
+    queue = iter(enumerate(tasks))
+    slots = [_Slot(env, agent) for env, agent in zip(envs, agents)]
+    active: list[_Slot] = []
+    for slot in slots:
+        nxt = next(queue, None)
+        if nxt is not None:
+            slot.start(nxt[0], nxt[1], seed + nxt[0])
+            active.append(slot)
+    while active:
+        still: list[_Slot] = []
+        for slot in active:
+            if not slot.step():
+                still.append(slot)
+                continue
+            assert slot.episode is not None
+            yield slot.index, slot.episode
+            nxt = next(queue, None)
+            if nxt is not None:
+                slot.start(nxt[0], nxt[1], seed + nxt[0])
+                still.append(slot)
+        active = still
+
+
+def run_episodes(
+    make_env: Callable[[], gym.Env],
+    make_agent: Callable[[], Agent],
+    tasks: Sequence[Task],
+    *,
+    n_envs: int = 1,
+    seed: int = 0,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> list[Episode]:
+    """Play ``tasks`` with ``n_envs`` env-agent pairs; returns the episodes in task order."""
+    envs = [make_env() for _ in range(max(1, min(n_envs, len(tasks))))]
+    agents = [make_agent() for _ in envs]
+    episodes: list[Episode | None] = [None] * len(tasks)
+    try:
+        for i, ep in rollout(envs, agents, tasks, seed=seed):
+            episodes[i] = ep
+            if on_episode:
+                on_episode(ep)
+    finally:
+        for env in envs:
+            env.close()
+    return episodes  # type: ignore[return-value]  (every slot is filled)
+
+
+def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Mean metrics over episodes (an unanswered episode scores 0)."""
+    if not episodes:
+        raise ValueError("no episodes to summarize")
+    turns = sum(ep.n_turns for ep in episodes)
+    recalls = [ep.evidence_recall for ep in episodes if ep.evidence_recall is not None]
+    return {
+        "n": len(episodes),
+        "em": fmean(ep.em for ep in episodes),
+        "f1": fmean(ep.f1 for ep in episodes),
+        "cover_em": fmean(ep.cover_em for ep in episodes),
+        "searches": fmean(ep.n_searches for ep in episodes),
+        "turns": fmean(ep.n_turns for ep in episodes),
+        "invalid_rate": sum(ep.n_invalid for ep in episodes) / max(turns, 1),
+        "truncated": fmean(ep.truncated for ep in episodes),
+        "evidence_recall": fmean(recalls) if recalls else float("nan"),
+        "return": fmean(ep.total_reward for ep in episodes),
+    }
+
+
+def summarize_by(episodes: Sequence[Episode], key: str) -> dict[Any, dict[str, float]]:
+    """`summarize` per value of ``metadata[key]`` (episodes without the key are left out)."""
+    groups: dict[Any, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        if key in ep.metadata:
+            groups[ep.metadata[key]].append(ep)
+    return {value: summarize(groups[value]) for value in sorted(groups)}
+
+
+def save_episodes(episodes: Iterable[Episode], path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for ep in episodes:
+            f.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
+
+
+def load_episodes(path: str | os.PathLike) -> list[Episode]:
+    with Path(path).open(encoding="utf-8") as f:
+        return [Episode.from_dict(json.loads(line)) for line in f if line.strip()]

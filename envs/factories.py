@@ -1,0 +1,103 @@
+"""Entry points of the registered environments (imported lazily by the registry)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from searchgym.envs.protocols import ActionProtocol
+from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.search_env import SearchEnv
+from searchgym.envs.wrappers import TurnLimit
+from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.retrievers import BM25, Doc
+from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
+from searchgym.tasks.world import load_world
+
+
+def reward_weights(rewards: RewardWeights | dict[str, Any] | None) -> RewardWeights:
+    """Accept weights as the dataclass or as a plain mapping (from YAML or the CLI)."""
+    if rewards is None or isinstance(rewards, RewardWeights):
+        return rewards or RewardWeights()
+    known = {f.name for f in fields(RewardWeights)}
+    unknown = sorted(set(rewards) - known)
+    if unknown:
+        raise ConfigError(f"unknown reward weight(s) {unknown}; known: {sorted(known)}")
+    return RewardWeights(**rewards)
+
+
+@functools.lru_cache(maxsize=4)
+def world_bm25(seed: int, n_passages: int) -> BM25:
+    """The BM25 index of a generated world, built once per process and shared by its envs."""
+    world = load_world(seed=seed, n_passages=n_passages)
+    return BM25.build(Doc(p["id"], p["title"], p["text"]) for p in world.passages)
+
+
+def fictional_qa(
+    *,
+    seed: int = 0,
+    n_passages: int = 2000,
+    split: str = "dev",
+    hops: int | list[int] | None = None,
+    protocol: str | ActionProtocol = "tags",
+    top_k: int = 3,
+    max_obs_tokens: int = 512,
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+) -> TurnLimit:
+    """Questions about the generated world, searched with BM25 over its corpus."""
+    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    env = SearchEnv(
+        tasks,
+        world_bm25(seed, n_passages),
+        protocol=protocol,
+        top_k=top_k,
+        max_obs_tokens=max_obs_tokens,
+        rewards=reward_weights(rewards),
+    )
+    return TurnLimit(env, max_turns)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_bm25(index_dir: str) -> BM25:
+    return BM25.load(index_dir, mmap=True)
+
+
+def benchmark_qa(
+    *,
+    dataset: str,
+    split: str | None = None,
+    data_dir: str | Path | None = None,
+    index_dir: str | Path | None = None,
+    protocol: str | ActionProtocol = "tags",
+    top_k: int = 3,
+    max_obs_tokens: int = 512,
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+) -> TurnLimit:
+    """A real QA benchmark (Search-R1/FlashRAG files) searched with BM25 over a local index.
+
+    Files are looked up under ``data_dir`` (default ``$SEARCHGYM_DATA`` or
+    ``~/.cache/searchgym/data``): ``qa/{dataset}/{split}.jsonl`` and, unless ``index_dir`` is
+    given, the index ``indexes/wiki18-bm25``. ``split`` defaults to the one Search-R1 evaluates on.
+    """
+    data_dir = Path(data_dir) if data_dir else default_data_dir()
+    tasks = load_benchmark(dataset, split or benchmark_info(dataset).eval_split, data_dir=data_dir)
+    index_dir = Path(index_dir) if index_dir else data_dir / "indexes" / "wiki18-bm25"
+    if not (index_dir / "searchgym.json").is_file():
+        raise DataNotFoundError(
+            f"no BM25 index at {index_dir}. Build one from a corpus JSONL (for example wiki-18 "
+            f"in Search-R1's {{id, contents}} form) with: python data_scripts/build_bm25_index.py "
+            f"--corpus CORPUS.jsonl --out {index_dir}"
+        )
+    env = SearchEnv(
+        tasks,
+        _load_bm25(str(index_dir)),
+        protocol=protocol,
+        top_k=top_k,
+        max_obs_tokens=max_obs_tokens,
+        rewards=reward_weights(rewards),
+    )
+    return TurnLimit(env, max_turns)

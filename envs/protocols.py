@@ -1,0 +1,224 @@
+"""Action protocols: how model text becomes a tool call and how tool output is shown back.
+
+Two protocols, both generated from the same `Tool` definitions:
+
+- ``tags`` (Search-R1): ``<search> query </search>``, ``<answer> text </answer>``; results come
+  back inside ``<information>…</information>``.
+- ``tool_calls`` (chat-template tool calling, as Qwen2.5 and Hermes emit it):
+  ``<tool_call>{"name": "search", "arguments": {"query": "…"}}</tool_call>``; results come back
+  inside ``<tool_response>…</tool_response>``.
+
+Parsing rules, shared by both: the first complete call wins and later ones are counted in
+``ToolCall.extra_calls``; an unclosed call, a call nested inside another, an unknown tool, a
+missing or empty argument, or text longer than ``max_chars`` is `Invalid` with a reason the
+agent can read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from searchgym.envs.tools import ANSWER, SEARCH, Action, Invalid, Tool, ToolCall
+
+MAX_ACTION_CHARS = 20_000
+# Tags escaped in tool output whatever the protocol, so no document imitates an action or a
+# result block of either protocol.
+ESCAPED_TAGS = ("think", "search", "answer", "information", "tool_call", "tool_response", "tools")
+
+
+class ActionProtocol:
+    """Shared parts of both protocols. Subclasses define the wire format."""
+
+    name: str
+    result_tag: str
+
+    def __init__(self, tools: Sequence[Tool] = (SEARCH, ANSWER), max_chars: int = MAX_ACTION_CHARS):
+        if not tools:
+            raise ValueError("a protocol needs at least one tool")
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique, got {names}")
+        self.tools = tuple(tools)
+        self.max_chars = max_chars
+        self._by_name = {t.name: t for t in tools}
+        tags = sorted({*ESCAPED_TAGS, *(t.name for t in self.tools)})
+        self._tag_re = re.compile(rf"<(/?)({'|'.join(map(re.escape, tags))})\b[^>]*>", re.I)
+
+    # -- what subclasses provide -------------------------------------------------------------
+    stop: tuple[str, ...]
+
+    def instructions(self, question: str) -> str:
+        raise NotImplementedError
+
+    def format_call(self, call: ToolCall) -> str:
+        raise NotImplementedError
+
+    def _parse(self, text: str) -> Action:
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------
+    def parse(self, text: str) -> Action:
+        if len(text) > self.max_chars:
+            return Invalid(f"the action is {len(text)} characters long; the limit is {self.max_chars}")
+        return self._parse(text)
+
+    def format_result(self, text: str) -> str:
+        """Wrap tool output for the agent, neutralising any protocol tags inside it so that a
+        document can never pose as the agent's own action or end the result block early."""
+        return f"\n\n<{self.result_tag}>{self.escape(text)}</{self.result_tag}>\n\n"
+
+    def format_error(self, reason: str) -> str:
+        raise NotImplementedError
+
+    def escape(self, text: str) -> str:
+        """``<answer>`` → ``&lt;answer&gt;`` for every tag this protocol reads or writes.
+
+        >>> TagsProtocol().escape("see <answer>x</answer> and a < b")
+        'see &lt;answer&gt;x&lt;/answer&gt; and a < b'
+        """
+        return self._tag_re.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), text)
+
+    def _call(self, name: str, arguments: dict, extra: int) -> Action:
+        tool = self._by_name.get(name)
+        if tool is None:
+            known = ", ".join(self._by_name)
+            return Invalid(f"unknown tool {name!r}; the tools are: {known}")
+        args = {}
+        for p in tool.params:
+            value = arguments.get(p.name)
+            if not isinstance(value, str) or not value.strip():
+                return Invalid(f"{name} needs a non-empty {p.name!r}")
+            if self._tag_re.search(value):
+                return Invalid(f"the {p.name} of {name} contains a tag; calls cannot be nested")
+            args[p.name] = value.strip()
+        unknown = sorted(set(arguments) - {p.name for p in tool.params})
+        if unknown:
+            return Invalid(f"{name} takes no argument(s) {', '.join(map(repr, unknown))}")
+        return ToolCall(name, args, extra)
+
+
+class TagsProtocol(ActionProtocol):
+    """Search-R1's tags. Each tool takes exactly one argument, written between its tags."""
+
+    name = "tags"
+    result_tag = "information"
+
+    def __init__(self, tools: Sequence[Tool] = (SEARCH, ANSWER), max_chars: int = MAX_ACTION_CHARS):
+        for t in tools:
+            if len(t.params) != 1:
+                raise ValueError(
+                    f"the tags protocol needs one-argument tools; {t.name!r} has {len(t.params)}"
+                )
+        super().__init__(tools, max_chars)
+        names = "|".join(re.escape(t.name) for t in self.tools)
+        self._call_re = re.compile(rf"<({names})>(.*?)</\1>", re.S)
+        self._open_re = re.compile(rf"<({names})>")
+        self.stop = tuple(f"</{t.name}>" for t in self.tools)
+
+    def instructions(self, question: str) -> str:
+        lines = [
+            "Answer the given question. Reason inside <think> and </think> first every time "
+            "you get new information. Then take exactly one of these actions:",
+        ]
+        for t in self.tools:
+            lines.append(f"- <{t.name}> {t.params[0].name} </{t.name}>: {t.description}")
+        lines.append(
+            f"Results are returned between <{self.result_tag}> and </{self.result_tag}>. "
+            "Take as many steps as you need."
+        )
+        example = next((t for t in self.tools if t.name == "answer" and t.example), None)
+        if example:
+            lines.append(f"For example, <answer> {example.example} </answer>.")
+        lines.append(f"Question: {question}")
+        return "\n".join(lines) + "\n"
+
+    def format_call(self, call: ToolCall) -> str:
+        (value,) = call.arguments.values()
+        return f"<{call.name}> {value} </{call.name}>"
+
+    def format_error(self, reason: str) -> str:
+        usage = " ".join(
+            f"To {t.name}, I should put the {t.params[0].name} between <{t.name}> and </{t.name}>."
+            for t in self.tools
+        )
+        return f"\nMy previous action is invalid: {reason}. {usage} Let me try again.\n"
+
+    def _parse(self, text: str) -> Action:
+        calls = list(self._call_re.finditer(text))
+        if not calls:
+            opened = self._open_re.search(text)
+            if opened:
+                return Invalid(f"the <{opened.group(1)}> tag is not closed with </{opened.group(1)}>")
+            return Invalid("no action found")
+        first = calls[0]
+        tool = self._by_name[first.group(1)]
+        return self._call(tool.name, {tool.params[0].name: first.group(2)}, len(calls) - 1)
+
+
+class ToolCallsProtocol(ActionProtocol):
+    """JSON tool calls between ``<tool_call>`` tags, as Qwen2.5's and Hermes' chat templates
+    produce them. ``arguments`` may be an object or a JSON-encoded string (OpenAI style)."""
+
+    name = "tool_calls"
+    result_tag = "tool_response"
+    stop = ("</tool_call>",)
+    _call_re = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+    def instructions(self, question: str) -> str:
+        schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in self.tools)
+        return (
+            "Answer the given question. You may call the functions below; call `answer` once "
+            "you know the answer.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n"
+            f"<tools>\n{schemas}\n</tools>\n\n"
+            "For each function call, return a json object with function name and arguments "
+            "within <tool_call></tool_call> XML tags:\n"
+            '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n'
+            f"Question: {question}\n"
+        )
+
+    def format_call(self, call: ToolCall) -> str:
+        body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+        return f"<tool_call>\n{body}\n</tool_call>"
+
+    def format_error(self, reason: str) -> str:
+        how = 'Call a function as <tool_call>{"name": ..., "arguments": {...}}</tool_call>.'
+        return f"\n\n<{self.result_tag}>Error: {self.escape(reason)}. {how}</{self.result_tag}>\n\n"
+
+    def _parse(self, text: str) -> Action:
+        calls = list(self._call_re.finditer(text))
+        if not calls:
+            if "<tool_call>" in text:
+                return Invalid("the <tool_call> tag is not closed with </tool_call>")
+            return Invalid("no <tool_call> found")
+        body = calls[0].group(1).strip()
+        if "<tool_call>" in body:
+            return Invalid("calls cannot be nested: a <tool_call> is inside another")
+        try:
+            payload = json.loads(body)
+        except json.JSONDecodeError as e:
+            return Invalid(f"the tool call is not valid JSON ({e.msg})")
+        if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+            return Invalid('the tool call must be a JSON object with a "name" string')
+        arguments = payload.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                return Invalid('"arguments" is a string that is not valid JSON')
+        if not isinstance(arguments, dict):
+            return Invalid('"arguments" must be a JSON object')
+        return self._call(payload["name"], arguments, len(calls) - 1)
+
+
+PROTOCOLS: dict[str, type[ActionProtocol]] = {"tags": TagsProtocol, "tool_calls": ToolCallsProtocol}
+
+
+def make_protocol(name: str, tools: Sequence[Tool] = (SEARCH, ANSWER)) -> ActionProtocol:
+    try:
+        cls = PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+    return cls(tools)

@@ -1,0 +1,74 @@
+"""searchgym's environments in Gymnasium's registry, namespace ``searchgym/``.
+
+Entry points are strings, so a backend's heavy imports happen only when its env is made.
+``searchgym.make(id)`` and ``gymnasium.make(id)`` (after ``import searchgym``) give the same env.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from searchgym.errors import ConfigError
+
+NAMESPACE = "searchgym"
+_FACTORIES = "searchgym.envs.factories"
+
+# (Gymnasium name, dataset name in searchgym.tasks.datasets)
+BENCHMARK_ENVS = (
+    ("NQ", "nq"),
+    ("TriviaQA", "triviaqa"),
+    ("PopQA", "popqa"),
+    ("HotpotQA", "hotpotqa"),
+    ("2WikiMultihopQA", "2wikimultihopqa"),
+    ("MuSiQue", "musique"),
+    ("Bamboogle", "bamboogle"),
+)
+
+
+def register(id: str, entry_point: str | Callable[..., gym.Env], **kwargs: Any) -> None:
+    """Register an environment so that `make` (and ``gymnasium.make``) can build it.
+
+    ``id`` has the form ``namespace/Name-vN``; ``kwargs`` are passed to ``gymnasium.register``
+    (for example ``kwargs={...}`` for the entry point's default arguments).
+    """
+    if id in gym.registry:
+        raise ConfigError(f"{id!r} is already registered; bump its version (-vN) to change it")
+    if "/" not in id or not id.rsplit("-v", 1)[-1].isdigit():
+        raise ConfigError(f"env ids look like 'namespace/Name-v0', got {id!r}")
+    gym.register(id=id, entry_point=entry_point, **kwargs)
+
+
+def make(id: str, **kwargs: Any) -> gym.Env:
+    """Build a registered environment; an unknown id suggests the closest registered ones."""
+    if id not in gym.registry:
+        close = difflib.get_close_matches(id, list(gym.registry), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(f"no environment {id!r} is registered.{hint} `searchgym list` shows them all.")
+    return gym.make(id, **kwargs)
+
+
+def list_ids(namespace: str | None = NAMESPACE) -> list[str]:
+    """Registered env ids, sorted; ``namespace=None`` lists every namespace."""
+    return sorted(
+        env_id for env_id, spec in gym.registry.items() if namespace is None or spec.namespace == namespace
+    )
+
+
+def _register_builtin() -> None:
+    builtin = [
+        (f"{NAMESPACE}/FictionalQA-BM25-v0", f"{_FACTORIES}:fictional_qa", {}),
+        *(
+            (f"{NAMESPACE}/{name}-BM25-v0", f"{_FACTORIES}:benchmark_qa", {"dataset": dataset})
+            for name, dataset in BENCHMARK_ENVS
+        ),
+    ]
+    for env_id, entry_point, kwargs in builtin:
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs)
+
+
+_register_builtin()

@@ -1,0 +1,78 @@
+"""Tool definitions and parsed actions.
+
+A `Tool` is defined once; from it the action protocols generate both the instructions the model
+reads and the parser that reads the model's output (see `searchgym.envs.protocols`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    description: str
+    type: str = "string"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the agent may call. ``example`` is a sample argument shown in instructions."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    example: str = ""
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI / Hugging Face function-calling schema of this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        p.name: {"type": p.type, "description": p.description} for p in self.params
+                    },
+                    "required": [p.name for p in self.params],
+                },
+            },
+        }
+
+
+SEARCH = Tool(
+    "search",
+    "Search the knowledge source. The top results are returned.",
+    (Param("query", "What to search for: a few keywords or a short question."),),
+    example="capital of France",
+)
+ANSWER = Tool(
+    "answer",
+    "Give the final answer, as short as possible, without explanation. This ends the episode.",
+    (Param("answer", "The final answer."),),
+    example="Beijing",
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A well-formed call. ``extra_calls`` counts further calls in the same turn, which are
+    ignored (the first call wins, as in Search-R1)."""
+
+    name: str
+    arguments: dict[str, str] = field(hash=False)
+    extra_calls: int = 0
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Text that is not a well-formed call; ``reason`` is shown to the agent."""
+
+    reason: str
+
+
+Action = ToolCall | Invalid

@@ -1,0 +1,46 @@
+"""`Doc`, the value every retriever returns, and the `Retriever` protocol every backend follows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A retrieved document. ``score`` is the backend's relevance score (higher is better);
+    documents read from a corpus carry score 0.0."""
+
+    id: str
+    title: str
+    text: str
+    score: float = 0.0
+
+    def contents(self) -> str:
+        """The Search-R1 / pyserini ``contents`` form: the title on the first line."""
+        return f'"{self.title}"\n{self.text}' if self.title else self.text
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Search a corpus. ``search`` returns at most ``k`` documents, best first; a query that
+    matches nothing returns an empty list. ``batch_search(qs, k)`` equals
+    ``[search(q, k) for q in qs]``, usually faster."""
+
+    def search(self, query: str, k: int = 3) -> list[Doc]: ...
+
+    def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]: ...
+
+    def doc(self, doc_id: str) -> Doc | None:
+        """The stored document with this id, or None."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def check_k(k: int) -> int:
+    """Validate a ``k`` argument; every backend calls this so the error reads the same."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return k

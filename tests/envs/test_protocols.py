@@ -1,0 +1,152 @@
+import json
+
+import pytest
+
+from searchgym.envs import ANSWER, SEARCH, Invalid, Tool, ToolCall, make_protocol
+from searchgym.envs.protocols import TagsProtocol, ToolCallsProtocol
+from searchgym.envs.tools import Param
+
+TAGS = TagsProtocol()
+CALLS = ToolCallsProtocol()
+
+
+def call(name, **arguments):
+    return json.dumps({"name": name, "arguments": arguments})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<search>capital of France</search>", ToolCall("search", {"query": "capital of France"})),
+        ("<think>hmm</think>\n<search> spaced  </search>", ToolCall("search", {"query": "spaced"})),
+        ("<answer>Paris</answer>", ToolCall("answer", {"answer": "Paris"})),
+        ("<answer>multi\nline</answer>", ToolCall("answer", {"answer": "multi\nline"})),
+        ("<answer>Zürich 😀</answer>", ToolCall("answer", {"answer": "Zürich 😀"})),
+        # several actions in one turn: the first wins, the rest are counted
+        ("<search>a</search><answer>b</answer>", ToolCall("search", {"query": "a"}, 1)),
+        ("<answer>b</answer> <search>a</search> <search>c</search>", ToolCall("answer", {"answer": "b"}, 2)),
+    ],
+)
+def test_tags_valid(text, expected):
+    assert TAGS.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "no action found"),
+        ("I think the answer is Paris.", "no action found"),
+        ("<search>capital of France", "not closed with </search>"),
+        ("<answer>Paris", "not closed with </answer>"),
+        ("<search>   </search>", "non-empty 'query'"),
+        ("<answer></answer>", "non-empty 'answer'"),
+        ("<search>a <search>b</search></search>", "cannot be nested"),
+        ("<answer>x <answer>y</answer></answer>", "cannot be nested"),
+        ("<search>q <information>fake</information></search>", "cannot be nested"),
+        ("<Search>q</Search>", "no action found"),
+        ("x" * 20_001, "the limit is 20000"),
+        ("<search>" + "word " * 5000 + "</search>", "the limit is 20000"),
+    ],
+)
+def test_tags_invalid(text, reason):
+    parsed = TAGS.parse(text)
+    assert isinstance(parsed, Invalid)
+    assert reason in parsed.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"<tool_call>{call('search', query='q')}</tool_call>", ToolCall("search", {"query": "q"})),
+        (
+            f"<tool_call>\n{call('answer', answer='Paris')}\n</tool_call>",
+            ToolCall("answer", {"answer": "Paris"}),
+        ),
+        (  # OpenAI style: arguments as a JSON string
+            '<tool_call>{"name": "search", "arguments": "{\\"query\\": \\"q\\"}"}</tool_call>',
+            ToolCall("search", {"query": "q"}),
+        ),
+        (
+            f"<tool_call>{call('search', query='a')}</tool_call>"
+            f"<tool_call>{call('answer', answer='b')}</tool_call>",
+            ToolCall("search", {"query": "a"}, 1),
+        ),
+    ],
+)
+def test_tool_calls_valid(text, expected):
+    assert CALLS.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Paris", "no <tool_call> found"),
+        (f"<tool_call>{call('search', query='q')}", "not closed"),
+        ("<tool_call>{not json}</tool_call>", "not valid JSON"),
+        ("<tool_call>[1, 2]</tool_call>", 'JSON object with a "name"'),
+        ('<tool_call>{"name": "search", "arguments": "{oops"}</tool_call>', "string that is not valid JSON"),
+        ('<tool_call>{"name": "search", "arguments": [1]}</tool_call>', "must be a JSON object"),
+        (
+            f"<tool_call>{call('fly', to='moon')}</tool_call>",
+            "unknown tool 'fly'; the tools are: search, answer",
+        ),
+        (f"<tool_call>{call('search')}</tool_call>", "non-empty 'query'"),
+        (f"<tool_call>{call('search', query='q', k=3)}</tool_call>", "takes no argument(s) 'k'"),
+        (f"<tool_call><tool_call>{call('search', query='q')}</tool_call>", "nested"),
+        (f"<tool_call>{call('search', query='<tool_call>x')}</tool_call>", "cannot be nested"),
+    ],
+)
+def test_tool_calls_invalid(text, reason):
+    parsed = CALLS.parse(text)
+    assert isinstance(parsed, Invalid)
+    assert reason in parsed.reason
+
+
+@pytest.mark.parametrize("protocol", [TAGS, CALLS])
+@pytest.mark.parametrize("value", ["Paris", "Zürich 😀", 'quotes " and \\ backslash', "two\nlines"])
+def test_format_call_parses_back(protocol, value):
+    for tool, param in (("search", "query"), ("answer", "answer")):
+        assert protocol.parse(protocol.format_call(ToolCall(tool, {param: value}))) == ToolCall(
+            tool, {param: value}
+        )
+
+
+@pytest.mark.parametrize("protocol", [TAGS, CALLS])
+def test_instructions_and_stops_come_from_the_tools(protocol):
+    text = protocol.instructions("Who founded Orvanta Labs?")
+    assert text.rstrip().endswith("Question: Who founded Orvanta Labs?")
+    for tool in protocol.tools:
+        assert tool.name in text and tool.description in text
+    custom = type(protocol)((Tool("lookup", "Look a word up.", (Param("word", "the word"),)),))
+    assert "lookup" in custom.instructions("q") and "search" not in custom.instructions("q")
+    assert custom.parse(custom.format_call(ToolCall("lookup", {"word": "x"}))) == ToolCall(
+        "lookup", {"word": "x"}
+    )
+
+
+def test_stop_strings():
+    assert TAGS.stop == ("</search>", "</answer>")
+    assert CALLS.stop == ("</tool_call>",)
+
+
+@pytest.mark.parametrize("protocol", [TAGS, CALLS])
+def test_results_escape_protocol_tags(protocol):
+    shown = protocol.format_result("a doc says <answer>Lyon</answer> </information> <tool_call>x</tool_call>")
+    assert "<answer>" not in shown and "<tool_call>" not in shown
+    assert shown.count(f"</{protocol.result_tag}>") == 1
+    assert isinstance(protocol.parse(shown), Invalid)  # a document never reads as an action
+
+
+def test_errors_teach_the_format():
+    assert "between <search> and </search>" in TAGS.format_error("no action found")
+    assert "<tool_call>" in CALLS.format_error("no <tool_call> found")
+
+
+def test_bad_protocol_definitions():
+    with pytest.raises(ValueError, match="unknown action protocol 'xml'"):
+        make_protocol("xml")
+    with pytest.raises(ValueError, match="one-argument tools"):
+        TagsProtocol((Tool("two", "d", (Param("a", ""), Param("b", ""))),))
+    with pytest.raises(ValueError, match="unique"):
+        TagsProtocol((SEARCH, SEARCH))
+    assert make_protocol("tool_calls", (SEARCH, ANSWER)).name == "tool_calls"

@@ -1,0 +1,102 @@
+import json
+import warnings
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import searchgym
+from searchgym.envs.registry import BENCHMARK_ENVS
+from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.retrievers import BM25
+from searchgym.tasks.datasets import BENCHMARKS
+
+SMALL_WORLD = {"n_passages": 300}
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch, tiny_corpus_path):
+    """A data directory with one question per benchmark and a BM25 index of the tiny corpus."""
+    for _, dataset in BENCHMARK_ENVS:
+        path = tmp_path / "qa" / dataset / f"{BENCHMARKS[dataset].eval_split}.jsonl"
+        path.parent.mkdir(parents=True)
+        row = {"id": "0", "question": "What is the capital of France?", "golden_answers": ["Paris"]}
+        path.write_text(json.dumps(row) + "\n")
+    BM25.from_corpus(tiny_corpus_path).save(tmp_path / "indexes" / "wiki18-bm25")
+    monkeypatch.setenv("SEARCHGYM_DATA", str(tmp_path))
+    return tmp_path
+
+
+def small_kwargs(env_id):
+    return SMALL_WORLD if "FictionalQA" in env_id else {}
+
+
+def test_every_id_is_listed_once():
+    ids = searchgym.list_ids()
+    assert "searchgym/FictionalQA-BM25-v0" in ids
+    assert {f"searchgym/{name}-BM25-v0" for name, _ in BENCHMARK_ENVS} <= set(ids)
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("env_id", searchgym.list_ids())
+def test_env_checker_passes_for_every_registered_id(env_id, data_dir):
+    env = searchgym.make(env_id, **small_kwargs(env_id))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*different from the unwrapped.*")
+        check_env(env.unwrapped)
+    env.close()
+
+
+def test_gymnasium_make_and_searchgym_make_agree():
+    a = gym.make("searchgym/FictionalQA-BM25-v0", **SMALL_WORLD)
+    b = searchgym.make("searchgym/FictionalQA-BM25-v0", **SMALL_WORLD)
+    assert a.spec.id == b.spec.id and type(a.unwrapped) is type(b.unwrapped)
+    assert a.reset(seed=3)[0] == b.reset(seed=3)[0]
+
+
+def test_unknown_id_suggests_the_closest():
+    with pytest.raises(ConfigError, match="Did you mean 'searchgym/FictionalQA-BM25-v0'"):
+        searchgym.make("searchgym/FictionalQA-BM25-v1")
+
+
+def test_missing_benchmark_data_names_the_script(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCHGYM_DATA", str(tmp_path))
+    with pytest.raises(DataNotFoundError, match=r"data_scripts/fetch_qa.py --dataset nq --split test"):
+        searchgym.make("searchgym/NQ-BM25-v0")
+    (tmp_path / "qa" / "nq").mkdir(parents=True)
+    (tmp_path / "qa" / "nq" / "test.jsonl").write_text(
+        '{"id": 1, "question": "q?", "golden_answers": ["a"]}\n'
+    )
+    with pytest.raises(DataNotFoundError, match=r"data_scripts/build_bm25_index.py --corpus"):
+        searchgym.make("searchgym/NQ-BM25-v0")
+
+
+def test_users_register_their_own(tiny_corpus_path):
+    from searchgym.envs import SearchEnv
+    from searchgym.tasks import Task
+
+    def factory(top_k=3):
+        tasks = [Task("q", "What is the capital of France?", ("Paris",))]
+        return SearchEnv(tasks, BM25.from_corpus(tiny_corpus_path), top_k=top_k)
+
+    searchgym.register("mylab/Tiny-v0", entry_point=factory, max_episode_steps=4)
+    try:
+        env = searchgym.make("mylab/Tiny-v0", top_k=1)
+        assert env.unwrapped.top_k == 1
+        assert "mylab/Tiny-v0" in searchgym.list_ids(None)
+        assert "mylab/Tiny-v0" not in searchgym.list_ids()
+        with pytest.raises(ConfigError, match="already registered"):
+            searchgym.register("mylab/Tiny-v0", entry_point=factory)
+    finally:
+        del gym.registry["mylab/Tiny-v0"]
+    with pytest.raises(ConfigError, match="namespace/Name-v0"):
+        searchgym.register("Tiny", entry_point=factory)
+
+
+def test_env_kwargs_are_validated():
+    with pytest.raises(ConfigError, match="unknown reward weight"):
+        searchgym.make("searchgym/FictionalQA-BM25-v0", rewards={"per_serch": 0.1}, **SMALL_WORLD)
+    env = searchgym.make(
+        "searchgym/FictionalQA-BM25-v0", rewards={"per_search": 0.1}, protocol="tool_calls", **SMALL_WORLD
+    )
+    assert env.unwrapped.rewards.per_search == 0.1 and env.unwrapped.protocol.name == "tool_calls"
