@@ -17,6 +17,10 @@ _STOPWORDS = frozenset(
     "were what when where which who whom whose why how that this with he she they his her their "
     "after before during since".split()
 )
+_NOT_NAMES = frozenset(
+    "January February March April May June July August September October November December "  # noqa: SIM905
+    "Not Founded Located Born Its It In On At After Before During Since".split()
+)
 _WORD_RE = re.compile(r"\w+")
 _DOC_RE = re.compile(r"Doc \d+\(Title: (.*?)\) (.*?)(?=\nDoc \d+\(Title: |</information>|\Z)", re.S)
 _YEAR_RE = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
@@ -37,10 +41,11 @@ def parse_docs(observation: str) -> list[tuple[str, str]]:
     return _DOC_RE.findall(observation)
 
 
-def extract_answer(question: str, text: str) -> str:
+def extract_answer(question: str, text: str, *, title_first: bool = False) -> str:
     """Guess the answer span in ``text``: pick the sentence sharing most words with the
     question, then the first span of the expected kind (year, number or name) that the
-    question does not already contain.
+    question does not already contain. With ``title_first``, the text starts with the
+    document's title (up to the first period), whose words do not count as overlap.
 
     >>> text = "Ada Quell is a poet. She was born in 1911 in Orvo."
     >>> extract_answer("In what year was Ada Quell born?", text)
@@ -49,8 +54,10 @@ def extract_answer(question: str, text: str) -> str:
     'Orvo'
     """
     q_words = _content_words(question)
+    topic = _content_words(text.split(".", 1)[0]) if title_first else set()
+    cues = q_words - topic or q_words  # the words naming the entity are in every sentence
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()] or [text]
-    ranked = sorted(sentences, key=lambda s: -len(q_words & _content_words(s)))
+    ranked = sorted(sentences, key=lambda s: -len(cues & _content_words(s)))
     q_lower = question.lower()
     if "year" in q_lower or q_lower.startswith("when"):
         pattern = _YEAR_RE
@@ -61,7 +68,7 @@ def extract_answer(question: str, text: str) -> str:
     for sentence in ranked:
         for m in pattern.finditer(sentence):
             words = m.group(0).strip(" ,.").split()
-            while words and words[0].lower() in _STOPWORDS:
+            while words and (words[0].lower() in _STOPWORDS or words[0] in _NOT_NAMES):
                 words.pop(0)
             span = " ".join(words)
             if span and span.lower() not in q_lower and _content_words(span) - q_words:
@@ -114,7 +121,7 @@ class HeuristicAgent(_Scripted):
         if not docs:
             return self._say("Nothing was found.", "answer", "unknown")
         title, text = docs[0]
-        answer = extract_answer(self.task.question, f"{title}. {text}")
+        answer = extract_answer(self.task.question, f"{title}. {text}", title_first=True)
         return self._say(f"The top document is about {title}.", "answer", answer)
 
 

@@ -95,9 +95,7 @@ def plan(datasets: Sequence[str], splits: Sequence[str]) -> list[tuple[str, str]
             try:
                 check_split(name, split)
             except ConfigError as e:
-                raise ConfigError(
-                    f"{e}; leave out --split to fetch each dataset's evaluation split"
-                ) from e
+                raise ConfigError(f"{e}; leave out --split to fetch each dataset's evaluation split") from e
             pairs.append((name, split))
     return pairs
 
@@ -107,21 +105,16 @@ def locate_source(source: str, name: str, split: str) -> Path:
     if Path(source).expanduser().is_dir():
         path = Path(source).expanduser() / name / f"{split}.jsonl"
         if not path.is_file():
-            raise DataNotFoundError(
-                f"{path} does not exist; --source DIR must hold DIR/{name}/{split}.jsonl"
-            )
+            raise DataNotFoundError(f"{path} does not exist; --source DIR must hold DIR/{name}/{split}.jsonl")
         return path
     if source.startswith(("/", ".", "~")) or source.count("/") != 1:
         raise DataNotFoundError(
-            f"--source {source!r} is neither a directory nor a Hub dataset id such as "
-            f"{HUB_REPO_ID!r}"
+            f"--source {source!r} is neither a directory nor a Hub dataset id such as {HUB_REPO_ID!r}"
         )
     try:
         hub = import_optional("huggingface_hub", "data")
     except DependencyNotInstalled as e:
-        raise DependencyNotInstalled(
-            f"{e}, or pass --source DIR holding DIR/{name}/{split}.jsonl"
-        ) from e
+        raise DependencyNotInstalled(f"{e}, or pass --source DIR holding DIR/{name}/{split}.jsonl") from e
     filename = f"{name}/{split}.jsonl"
     try:
         return Path(hub.hf_hub_download(repo_id=source, repo_type="dataset", filename=filename))
@@ -137,20 +130,27 @@ def locate_source(source: str, name: str, split: str) -> Path:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--dataset", action="append", required=True,
+        "--dataset",
+        action="append",
+        required=True,
         help=f"benchmark name, repeatable or comma-separated, or 'all' ({', '.join(BENCHMARKS)})",
     )
     parser.add_argument(
-        "--split", action="append", default=[],
+        "--split",
+        action="append",
+        default=[],
         help="split, repeatable or comma-separated, or 'all'; default: each dataset's "
         "evaluation split (test where published, else dev)",
     )
     parser.add_argument(
-        "--out", type=Path, default=None,
+        "--out",
+        type=Path,
+        default=None,
         help="data directory (default: $SEARCHGYM_DATA, else ~/.cache/searchgym/data)",
     )
     parser.add_argument(
-        "--source", default=HUB_REPO_ID,
+        "--source",
+        default=HUB_REPO_ID,
         help="Hub dataset id, or a local directory holding {source}/{name}/{split}.jsonl "
         "(default: %(default)s)",
     )

@@ -78,7 +78,7 @@ def search_cost(n_searches: int, obs_tokens: int, weights: RewardWeights) -> flo
 def combine(outcome: float, format_score: float, cost: float, weights: RewardWeights) -> float:
     """The scalar reward of one step from its components.
 
-    >>> combine(1.0, 1.0, 0.25, RewardWeights(format=0.1))
-    0.85
+    >>> combine(1.0, 1.0, 0.5, RewardWeights(format=0.25))
+    0.75
     """
     return weights.outcome * outcome + weights.format * format_score - cost

@@ -20,13 +20,21 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "data_scripts" / "fetch_qa.py"
 
 NQ_ROWS = [
-    {"id": "test_0", "question": "who wrote hamlet?", "golden_answers": ["Shakespeare"],
-     "metadata": {"k": 1}},
+    {
+        "id": "test_0",
+        "question": "who wrote hamlet?",
+        "golden_answers": ["Shakespeare"],
+        "metadata": {"k": 1},
+    },
     {"id": "test_1", "question": "capital of france?", "golden_answers": ["Paris"]},
 ]
 HOTPOT_ROWS = [  # Search-R1 / other shapes, converted to canonical rows on the way
-    {"id": "h0", "question": "which magazine came first?", "answer": "Arthur's Magazine",
-     "metadata": {"supporting_facts": {"title": ["Arthur's Magazine", "First for Women"]}}},
+    {
+        "id": "h0",
+        "question": "which magazine came first?",
+        "answer": "Arthur's Magazine",
+        "metadata": {"supporting_facts": {"title": ["Arthur's Magazine", "First for Women"]}},
+    },
     {"id": "h1", "question": "q?", "reward_model": {"ground_truth": {"target": ["yes"]}}},
     {"id": "h2", "question": "é?", "answers": ["Ünïcödé"]},
 ]
@@ -43,8 +51,11 @@ def write_source(root: Path, name: str, split: str, rows: list[Any]) -> Path:
 def run_script(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *map(str, args)],
-        cwd=REPO, env={**os.environ, **(env or {})},
-        capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -62,8 +73,9 @@ def test_fetch_from_local_source(tmp_path: Path) -> None:
     write_source(source, "nq", "test", NQ_ROWS)
     write_source(source, "hotpotqa", "dev", HOTPOT_ROWS)
 
-    result = run_script("--dataset", "nq", "--dataset", "hotpotqa", "--source", source,
-                        "--out", out, "--no-progress")
+    result = run_script(
+        "--dataset", "nq", "--dataset", "hotpotqa", "--source", source, "--out", out, "--no-progress"
+    )
 
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -73,7 +85,8 @@ def test_fetch_from_local_source(tmp_path: Path) -> None:
     ]
     nq = load_benchmark("nq", "test", data_dir=out)
     assert [(t.id, t.answers) for t in nq] == [
-        ("nq/test/test_0", ("Shakespeare",)), ("nq/test/test_1", ("Paris",)),
+        ("nq/test/test_0", ("Shakespeare",)),
+        ("nq/test/test_1", ("Paris",)),
     ]
     hotpot = load_benchmark("hotpotqa", "dev", data_dir=out)
     assert [t.answers for t in hotpot] == [("Arthur's Magazine",), ("yes",), ("Ünïcödé",)]
@@ -86,8 +99,9 @@ def test_comma_list_and_explicit_split(tmp_path: Path) -> None:
     source, out = tmp_path / "flashrag", tmp_path / "out"
     write_source(source, "nq", "dev", NQ_ROWS)
     write_source(source, "triviaqa", "dev", NQ_ROWS[:1])
-    result = run_script("--dataset", "nq,triviaqa", "--split", "dev", "--source", source,
-                        "--out", out, "--no-progress")
+    result = run_script(
+        "--dataset", "nq,triviaqa", "--split", "dev", "--source", source, "--out", out, "--no-progress"
+    )
     assert result.returncode == 0, result.stderr
     assert len(load_benchmark("triviaqa", "dev", data_dir=out)) == 1
 
@@ -101,8 +115,14 @@ def test_progress_bar_goes_to_stderr(tmp_path: Path) -> None:
 
 def test_out_defaults_to_searchgym_data(tmp_path: Path) -> None:
     write_source(tmp_path / "src", "popqa", "test", NQ_ROWS)
-    result = run_script("--dataset", "popqa", "--source", tmp_path / "src", "--no-progress",
-                        env={"SEARCHGYM_DATA": str(tmp_path / "data")})
+    result = run_script(
+        "--dataset",
+        "popqa",
+        "--source",
+        tmp_path / "src",
+        "--no-progress",
+        env={"SEARCHGYM_DATA": str(tmp_path / "data")},
+    )
     assert result.returncode == 0, result.stderr
     assert len(load_benchmark("popqa", data_dir=tmp_path / "data")) == 2
 
@@ -111,8 +131,10 @@ def test_out_defaults_to_searchgym_data(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--dataset", "hotpot"], "unknown benchmark 'hotpot'; did you mean 'hotpotqa'?"),
-        (["--dataset", "all", "--split", "test"],
-         "benchmark 'hotpotqa' has no split 'test'; FlashRAG publishes train, dev for it"),
+        (
+            ["--dataset", "all", "--split", "test"],
+            "benchmark 'hotpotqa' has no split 'test'; FlashRAG publishes train, dev for it",
+        ),
         (["--dataset", "musique"], "musique/dev.jsonl does not exist; --source DIR must hold"),
     ],
 )
@@ -130,9 +152,7 @@ def test_errors_are_reported_before_anything_is_written(
 def test_source_that_is_no_directory_is_not_sent_to_the_hub(tmp_path: Path) -> None:
     result = run_script("--dataset", "nq", "--source", tmp_path / "typo", "--out", tmp_path)
     assert result.returncode == 1
-    assert f"--source '{tmp_path / 'typo'}' is neither a directory nor a Hub dataset id" in (
-        result.stderr
-    )
+    assert f"--source '{tmp_path / 'typo'}' is neither a directory nor a Hub dataset id" in (result.stderr)
 
 
 def test_hub_offline_fails_fast_with_advice(tmp_path: Path) -> None:
@@ -152,8 +172,7 @@ def test_missing_huggingface_hub_names_the_extra(tmp_path: Path) -> None:
     fake = tmp_path / "fake" / "huggingface_hub"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('simulated: not installed')\n")
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(fake.parent),
-                                                       os.environ.get("PYTHONPATH")]))}
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")]))}
     result = run_script("--dataset", "nq", "--out", tmp_path / "out", env=env)
     assert result.returncode == 1
     assert 'pip install "searchgym[data]"' in result.stderr
@@ -165,7 +184,8 @@ def test_convert_returns_the_row_count(fetch_qa: ModuleType, tmp_path: Path) -> 
     dst = tmp_path / "out" / "nq.jsonl"
     assert fetch_qa.convert(src, dst, "nq", "test", progress=False) == 2
     assert [json.loads(line)["golden_answers"] for line in dst.read_text().splitlines()] == [
-        ["Shakespeare"], ["Paris"],
+        ["Shakespeare"],
+        ["Paris"],
     ]
 
 

@@ -30,8 +30,12 @@ def write_split(data_dir: Path, name: str, split: str, rows: list[Any]) -> Path:
 
 
 FLASHRAG_ROWS = [
-    {"id": "test_0", "question": "who wrote hamlet?", "golden_answers": ["Shakespeare",
-     "William Shakespeare"], "metadata": {"difficulty": "easy"}},
+    {
+        "id": "test_0",
+        "question": "who wrote hamlet?",
+        "golden_answers": ["Shakespeare", "William Shakespeare"],
+        "metadata": {"difficulty": "easy"},
+    },
     {"id": "test_1", "question": "capital of france?", "golden_answers": ["Paris"]},
     {"id": "test_2", "question": "largest planet?", "golden_answers": ["Jupiter"], "metadata": {}},
 ]
@@ -39,14 +43,23 @@ FLASHRAG_ROWS = [
 
 def test_benchmarks_list_the_flashrag_splits() -> None:
     assert list(BENCHMARKS) == [
-        "nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle",
+        "nq",
+        "triviaqa",
+        "popqa",
+        "hotpotqa",
+        "2wikimultihopqa",
+        "musique",
+        "bamboogle",
     ]
     assert BENCHMARKS["nq"].splits == ("train", "dev", "test")
     assert BENCHMARKS["popqa"].splits == ("test",)
     assert BENCHMARKS["hotpotqa"].splits == ("train", "dev")
     assert BENCHMARKS["bamboogle"].splits == ("test",)
     assert [n for n, info in BENCHMARKS.items() if info.multi_hop] == [
-        "hotpotqa", "2wikimultihopqa", "musique", "bamboogle",
+        "hotpotqa",
+        "2wikimultihopqa",
+        "musique",
+        "bamboogle",
     ]
     assert BENCHMARKS["musique"].display_name == "MuSiQue"
     assert BENCHMARKS["nq"].eval_split == "test"
@@ -85,7 +98,8 @@ def test_load_flashrag_rows(tmp_path: Path) -> None:
 def test_load_respects_limit(tmp_path: Path) -> None:
     write_split(tmp_path, "nq", "test", [*FLASHRAG_ROWS, "{not json"])
     assert [t.id for t in load_benchmark("nq", data_dir=tmp_path, limit=2)] == [
-        "nq/test/test_0", "nq/test/test_1",
+        "nq/test/test_0",
+        "nq/test/test_1",
     ]
 
 
@@ -102,8 +116,13 @@ def test_bad_limit(tmp_path: Path, limit: Any) -> None:
         ({"id": 7, "question": "q?", "answer": "a"}, ("a",)),
         ({"id": 7, "question": "q?", "answer": ["a", 1984]}, ("a", "1984")),
         (
-            {"id": 7, "question": "q?", "data_source": "nq", "ability": "fact-reasoning",
-             "reward_model": {"style": "rule", "ground_truth": {"target": ["a", "b"]}}},
+            {
+                "id": 7,
+                "question": "q?",
+                "data_source": "nq",
+                "ability": "fact-reasoning",
+                "reward_model": {"style": "rule", "ground_truth": {"target": ["a", "b"]}},
+            },
             ("a", "b"),
         ),
         ({"id": 7, "question": "q?", "reward_model": {"ground_truth": {"target": "a"}}}, ("a",)),
@@ -117,18 +136,27 @@ def test_accepted_answer_shapes(tmp_path: Path, row: dict[str, Any], answers: tu
 
 
 def test_rows_without_id_use_their_index(tmp_path: Path) -> None:
-    write_split(tmp_path, "popqa", "test", [{"question": "q1", "answer": "a"}, "",
-                                            {"question": "q2", "answer": "b"}])
+    write_split(
+        tmp_path, "popqa", "test", [{"question": "q1", "answer": "a"}, "", {"question": "q2", "answer": "b"}]
+    )
     assert [t.id for t in load_benchmark("popqa", data_dir=tmp_path)] == [
-        "popqa/test/0", "popqa/test/1",
+        "popqa/test/0",
+        "popqa/test/1",
     ]
 
 
 def test_parse_row_gives_the_canonical_row() -> None:
-    row = {"id": "x", "question": "q?", "reward_model": {"ground_truth": {"target": ["a"]}},
-           "metadata": {"k": 1}}
+    row = {
+        "id": "x",
+        "question": "q?",
+        "reward_model": {"ground_truth": {"target": ["a"]}},
+        "metadata": {"k": 1},
+    }
     assert parse_row(row, 0) == {
-        "id": "x", "question": "q?", "golden_answers": ["a"], "metadata": {"k": 1},
+        "id": "x",
+        "question": "q?",
+        "golden_answers": ["a"],
+        "metadata": {"k": 1},
     }
 
 
@@ -137,8 +165,12 @@ def test_parse_row_gives_the_canonical_row() -> None:
     [
         (  # HotpotQA as FlashRAG stores it: columns of titles and sentence ids
             "hotpotqa",
-            {"supporting_facts": {"title": ["Arthur's Magazine", "First for Women",
-                                            "Arthur's Magazine"], "sent_id": [0, 0, 1]}},
+            {
+                "supporting_facts": {
+                    "title": ["Arthur's Magazine", "First for Women", "Arthur's Magazine"],
+                    "sent_id": [0, 0, 1],
+                }
+            },
             ["Arthur's Magazine", "First for Women"],
         ),
         (  # 2Wiki / original HotpotQA JSON: [title, sentence id] pairs
@@ -148,9 +180,13 @@ def test_parse_row_gives_the_canonical_row() -> None:
         ),
         (  # MuSiQue: paragraphs flagged is_supporting
             "musique",
-            {"paragraphs": [{"idx": 0, "title": "Green", "is_supporting": True},
-                            {"idx": 1, "title": "Noise", "is_supporting": False},
-                            {"idx": 2, "title": "Gold", "is_supporting": True}]},
+            {
+                "paragraphs": [
+                    {"idx": 0, "title": "Green", "is_supporting": True},
+                    {"idx": 1, "title": "Noise", "is_supporting": False},
+                    {"idx": 2, "title": "Gold", "is_supporting": True},
+                ]
+            },
             ["Green", "Gold"],
         ),
     ],
@@ -158,8 +194,9 @@ def test_parse_row_gives_the_canonical_row() -> None:
 def test_multi_hop_evidence_titles(
     tmp_path: Path, name: str, metadata: dict[str, Any], titles: list[str]
 ) -> None:
-    write_split(tmp_path, name, "dev", [{"id": "d0", "question": "q?", "golden_answers": ["a"],
-                                         "metadata": metadata}])
+    write_split(
+        tmp_path, name, "dev", [{"id": "d0", "question": "q?", "golden_answers": ["a"], "metadata": metadata}]
+    )
     (task,) = load_benchmark(name, "dev", data_dir=tmp_path)
     assert task.metadata["evidence_titles"] == titles
     assert task.metadata["source"] == name and task.metadata["split"] == "dev"
@@ -167,8 +204,12 @@ def test_multi_hop_evidence_titles(
 
 def test_no_evidence_titles_without_supporting_facts(tmp_path: Path) -> None:
     write_split(tmp_path, "bamboogle", "test", [{"id": 1, "question": "q?", "answer": "a"}])
-    write_split(tmp_path, "nq", "test", [{"id": 1, "question": "q?", "answer": "a",
-                                          "metadata": {"supporting_facts": [["T", 0]]}}])
+    write_split(
+        tmp_path,
+        "nq",
+        "test",
+        [{"id": 1, "question": "q?", "answer": "a", "metadata": {"supporting_facts": [["T", 0]]}}],
+    )
     assert "evidence_titles" not in load_benchmark("bamboogle", data_dir=tmp_path)[0].metadata
     assert "evidence_titles" not in load_benchmark("nq", data_dir=tmp_path)[0].metadata
 
