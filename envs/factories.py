@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import functools
+import inspect
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError, DataNotFoundError
-from searchgym.retrievers import BM25, Doc
+from searchgym.retrievers import BM25, Doc, Retriever
 from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
+from searchgym.tasks.task import Task
 from searchgym.tasks.world import load_world
 
 
@@ -35,29 +37,36 @@ def world_bm25(seed: int, n_passages: int) -> BM25:
     return BM25.build(Doc(p["id"], p["title"], p["text"]) for p in world.passages)
 
 
+def search_env(
+    tasks: Sequence[Task],
+    retriever: Retriever,
+    *,
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+    **options: Any,
+) -> TurnLimit:
+    """A `SearchEnv` under a `TurnLimit`. ``options`` are SearchEnv's: ``protocol`` ("tags" or
+    "tool_calls"), ``top_k`` (3) and ``max_obs_tokens`` (512)."""
+    known = set(inspect.signature(SearchEnv).parameters) - {"tasks", "retriever", "rewards"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        choices = sorted(known | {"max_turns", "rewards"})
+        raise ConfigError(f"unknown env option(s) {unknown}; the options are {choices}")
+    return TurnLimit(SearchEnv(tasks, retriever, rewards=reward_weights(rewards), **options), max_turns)
+
+
 def fictional_qa(
     *,
     seed: int = 0,
     n_passages: int = 2000,
     split: str = "dev",
     hops: int | list[int] | None = None,
-    protocol: str | ActionProtocol = "tags",
-    top_k: int = 3,
-    max_obs_tokens: int = 512,
-    max_turns: int = 8,
-    rewards: RewardWeights | dict[str, Any] | None = None,
+    **options: Any,
 ) -> TurnLimit:
-    """Questions about the generated world, searched with BM25 over its corpus."""
+    """Questions about the generated world, searched with BM25 over its corpus; ``options`` go
+    to `search_env`."""
     tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
-    env = SearchEnv(
-        tasks,
-        world_bm25(seed, n_passages),
-        protocol=protocol,
-        top_k=top_k,
-        max_obs_tokens=max_obs_tokens,
-        rewards=reward_weights(rewards),
-    )
-    return TurnLimit(env, max_turns)
+    return search_env(tasks, world_bm25(seed, n_passages), **options)
 
 
 @functools.lru_cache(maxsize=2)
@@ -71,13 +80,10 @@ def benchmark_qa(
     split: str | None = None,
     data_dir: str | Path | None = None,
     index_dir: str | Path | None = None,
-    protocol: str | ActionProtocol = "tags",
-    top_k: int = 3,
-    max_obs_tokens: int = 512,
-    max_turns: int = 8,
-    rewards: RewardWeights | dict[str, Any] | None = None,
+    **options: Any,
 ) -> TurnLimit:
-    """A real QA benchmark (Search-R1/FlashRAG files) searched with BM25 over a local index.
+    """A real QA benchmark (Search-R1/FlashRAG files) searched with BM25 over a local index;
+    ``options`` go to `search_env`.
 
     Files are looked up under ``data_dir`` (default ``$SEARCHGYM_DATA`` or
     ``~/.cache/searchgym/data``): ``qa/{dataset}/{split}.jsonl`` and, unless ``index_dir`` is
@@ -92,12 +98,4 @@ def benchmark_qa(
             f"in Search-R1's {{id, contents}} form) with: python data_scripts/build_bm25_index.py "
             f"--corpus CORPUS.jsonl --out {index_dir}"
         )
-    env = SearchEnv(
-        tasks,
-        _load_bm25(str(index_dir)),
-        protocol=protocol,
-        top_k=top_k,
-        max_obs_tokens=max_obs_tokens,
-        rewards=reward_weights(rewards),
-    )
-    return TurnLimit(env, max_turns)
+    return search_env(tasks, _load_bm25(str(index_dir)), **options)

@@ -94,6 +94,8 @@ def test_users_register_their_own(tiny_corpus_path):
 
 
 def test_env_kwargs_are_validated():
+    with pytest.raises(ConfigError, match=r"unknown env option\(s\) \['top_kk'\]; the options are .*'top_k'"):
+        searchgym.make("searchgym/FictionalQA-BM25-v0", top_kk=2, **SMALL_WORLD)
     with pytest.raises(ConfigError, match="unknown reward weight"):
         searchgym.make("searchgym/FictionalQA-BM25-v0", rewards={"per_serch": 0.1}, **SMALL_WORLD)
     env = searchgym.make(
