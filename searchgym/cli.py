@@ -6,6 +6,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     except SearchGymError as e:
         print(f"searchgym: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
