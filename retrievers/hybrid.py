@@ -1,0 +1,68 @@
+"""`Hybrid`: reciprocal-rank fusion of any retrievers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from searchgym.retrievers.base import Doc, Retriever, check_k
+
+
+class Hybrid:
+    """Fuse the rankings of several retrievers with reciprocal-rank fusion (Cormack et al., 2009):
+    ``score(d) = Σ_i w_i / (rrf_k + rank_i(d))``, ranks counted from 1 in the top ``depth`` of
+    each retriever. Ties keep the order in which documents were first seen.
+
+    >>> from searchgym.retrievers import BM25
+    >>> docs = [Doc("a", "Paris", "capital of France"), Doc("b", "Rome", "capital of Italy")]
+    >>> fused = Hybrid([BM25.build(docs), BM25.build(docs)], weights=[1.0, 0.5])
+    >>> [(d.id, round(d.score, 4)) for d in fused.search("France", k=2)]
+    [('a', 0.0246)]
+    """
+
+    def __init__(
+        self,
+        retrievers: Sequence[Retriever],
+        *,
+        weights: Sequence[float] | None = None,
+        rrf_k: float = 60.0,
+        depth: int = 50,
+    ) -> None:
+        if not retrievers:
+            raise ValueError("Hybrid needs at least one retriever")
+        weights = list(weights) if weights is not None else [1.0] * len(retrievers)
+        if len(weights) != len(retrievers) or any(w < 0 for w in weights):
+            raise ValueError(
+                f"give one non-negative weight per retriever: {len(retrievers)} retrievers, weights {weights}"
+            )
+        if rrf_k < 0 or depth < 1:
+            raise ValueError(f"rrf_k must be >= 0 and depth >= 1, got {rrf_k} and {depth}")
+        self.retrievers, self.weights, self.rrf_k, self.depth = list(retrievers), weights, rrf_k, depth
+
+    def search(self, query: str, k: int = 3) -> list[Doc]:
+        return self.batch_search([query], k)[0]
+
+    def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
+        check_k(k)
+        if isinstance(queries, str):
+            raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+        depth = max(k, self.depth)
+        per_retriever = [r.batch_search(list(queries), depth) for r in self.retrievers]
+        return [self._fuse([ranked[i] for ranked in per_retriever], k) for i in range(len(queries))]
+
+    def _fuse(self, rankings: list[list[Doc]], k: int) -> list[Doc]:
+        scores: dict[str, float] = {}
+        first: dict[str, Doc] = {}
+        for weight, ranking in zip(self.weights, rankings):
+            for rank, doc in enumerate(ranking, 1):
+                scores[doc.id] = scores.get(doc.id, 0.0) + weight / (self.rrf_k + rank)
+                first.setdefault(doc.id, doc)
+        order = sorted(first, key=lambda i: -scores[i])  # stable: ties keep first-seen order
+        return [replace(first[i], score=scores[i]) for i in order[:k] if scores[i] > 0]
+
+    def doc(self, doc_id: str) -> Doc | None:
+        return next((d for r in self.retrievers if (d := r.doc(doc_id)) is not None), None)
+
+    def close(self) -> None:
+        for r in self.retrievers:
+            r.close()

@@ -1,0 +1,54 @@
+"""Every backend honours the `Retriever` contract the same way."""
+
+import pytest
+
+from searchgym.retrievers import BM25, Cached, Hybrid, Retriever
+
+QUERIES = ["capital of France", "largest city", "Zürich lake", "river", "Curie 1867", "日本語", ""]
+
+
+@pytest.fixture(scope="module")
+def bm25(tiny_corpus_path):
+    return BM25.from_corpus(tiny_corpus_path)
+
+
+@pytest.fixture(params=["bm25", "hybrid", "cached"])
+def retriever(request, bm25, tmp_path):
+    if request.param == "bm25":
+        return bm25
+    if request.param == "hybrid":
+        stemless = BM25.from_corpus(request.getfixturevalue("tiny_corpus_path"), k1=0.9, b=0.4)
+        return Hybrid([bm25, stemless], weights=[1.0, 0.5])
+    return Cached(bm25, tmp_path / "memo.sqlite", namespace="tiny")
+
+
+def test_is_a_retriever(retriever):
+    assert isinstance(retriever, Retriever)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_shapes_order_and_k(retriever, k):
+    for query in QUERIES:
+        docs = retriever.search(query, k)
+        assert len(docs) <= k
+        assert [d.score for d in docs] == sorted((d.score for d in docs), reverse=True)
+        assert len({d.id for d in docs}) == len(docs)
+
+
+def test_empty_unknown_and_unicode_queries(retriever):
+    assert retriever.search("", 3) == [] and retriever.search("日本語", 3) == []
+    assert retriever.search("Zürich", 3)[0].id == "d5"
+
+
+def test_batch_equals_loop_of_singles(retriever):
+    assert retriever.batch_search(QUERIES, 3) == [retriever.search(q, 3) for q in QUERIES]
+    assert retriever.batch_search([], 3) == []
+
+
+def test_bad_k(retriever):
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        retriever.search("city", 0)
+
+
+def test_doc_lookup(retriever):
+    assert retriever.doc("d1").title == "Paris" and retriever.doc("nope") is None
