@@ -1,4 +1,4 @@
-"""The one command-line entry point: ``searchgym list | eval``."""
+"""The one command-line entry point: ``searchgym list | eval | serve``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="output directory (default runs/eval/ENV)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    p = sub.add_parser("serve", help="serve an index over HTTP (Search-R1's POST /retrieve)")
+    p.add_argument("--index", type=Path, required=True, help="directory of a saved index")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--topk", type=int, default=3, help="k when a request gives none")
+    p.add_argument("--max-batch", type=int, default=64, help="most queries per batched search")
+    p.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long to gather a batch")
     return parser
 
 
@@ -72,6 +80,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     from searchgym.envs.registry import list_ids
 
     print("\n".join(list_ids(None if args.all else "searchgym")))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from searchgym.retrievers.index import load_index
+    from searchgym.retrievers.server import create_app
+
+    retriever = load_index(args.index)
+    app = create_app(
+        retriever, default_topk=args.topk, max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms
+    )
+    print(f"serving {args.index} ({type(retriever).__name__}) on http://{args.host}:{args.port}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -154,7 +177,7 @@ def _finite(obj: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"list": cmd_list, "eval": cmd_eval}[args.command](args)
+        return {"list": cmd_list, "eval": cmd_eval, "serve": cmd_serve}[args.command](args)
     except SearchGymError as e:
         print(f"searchgym: error: {e}", file=sys.stderr)
         return 2
