@@ -4,6 +4,8 @@ from searchgym.retrievers.base import Doc, Retriever
 from searchgym.retrievers.bm25 import BM25
 from searchgym.retrievers.cached import Cached
 from searchgym.retrievers.corpus import read_corpus, write_corpus
+from searchgym.retrievers.dense import Dense
+from searchgym.retrievers.encoders import Encoder
 from searchgym.retrievers.hybrid import Hybrid
 
-__all__ = ["BM25", "Cached", "Doc", "Hybrid", "Retriever", "read_corpus", "write_corpus"]
+__all__ = ["BM25", "Cached", "Dense", "Doc", "Encoder", "Hybrid", "Retriever", "read_corpus", "write_corpus"]

@@ -1,8 +1,15 @@
-"""Every backend honours the `Retriever` contract the same way."""
+"""Every backend honours the `Retriever` contract the same way.
+
+"dense" uses a tiny random encoder: its ranking is arbitrary, every non-empty query has
+neighbours, and batched encoding changes scores by float rounding (about 1e-7).
+"""
 
 import pytest
 
 from searchgym.retrievers import BM25, Cached, Hybrid, Retriever
+from searchgym.retrievers.dense import Dense
+from searchgym.retrievers.remote import Remote
+from searchgym.retrievers.server import ServerThread, create_app
 
 QUERIES = ["capital of France", "largest city", "Zürich lake", "river", "Curie 1867", "日本語", ""]
 
@@ -12,10 +19,24 @@ def bm25(tiny_corpus_path):
     return BM25.from_corpus(tiny_corpus_path)
 
 
-@pytest.fixture(params=["bm25", "hybrid", "cached"])
+@pytest.fixture(scope="module")
+def dense(tiny_corpus_path, tiny_encoder_dir):
+    return Dense.from_corpus(tiny_corpus_path, str(tiny_encoder_dir))
+
+
+@pytest.fixture(scope="module")
+def remote(bm25):
+    """A client of a server that the test starts on loopback, serving the BM25 index."""
+    with ServerThread(create_app(bm25)) as server, Remote(server.url) as client:
+        yield client
+
+
+@pytest.fixture(params=["bm25", "hybrid", "cached", "dense", "remote"])
 def retriever(request, bm25, tmp_path):
     if request.param == "bm25":
         return bm25
+    if request.param in ("dense", "remote"):
+        return request.getfixturevalue(request.param)
     if request.param == "hybrid":
         stemless = BM25.from_corpus(request.getfixturevalue("tiny_corpus_path"), k1=0.9, b=0.4)
         return Hybrid([bm25, stemless], weights=[1.0, 0.5])
@@ -36,12 +57,21 @@ def test_shapes_order_and_k(retriever, k):
 
 
 def test_empty_unknown_and_unicode_queries(retriever):
-    assert retriever.search("", 3) == [] and retriever.search("日本語", 3) == []
+    assert retriever.search("", 3) == []
+    if isinstance(retriever, Dense):  # unknown words still have nearest neighbours
+        assert len(retriever.search("日本語", 3)) == 3 and len(retriever.search("Zürich", 3)) == 3
+        return
+    assert retriever.search("日本語", 3) == []
     assert retriever.search("Zürich", 3)[0].id == "d5"
 
 
 def test_batch_equals_loop_of_singles(retriever):
-    assert retriever.batch_search(QUERIES, 3) == [retriever.search(q, 3) for q in QUERIES]
+    batched, singles = retriever.batch_search(QUERIES, 3), [retriever.search(q, 3) for q in QUERIES]
+    if isinstance(retriever, Dense):  # same ids, scores equal up to float rounding
+        assert [[d.id for d in r] for r in batched] == [[d.id for d in r] for r in singles]
+        batched, singles = ([d.score for r in x for d in r] for x in (batched, singles))
+        singles = pytest.approx(singles, abs=1e-5)
+    assert batched == singles
     assert retriever.batch_search([], 3) == []
 
 
