@@ -95,7 +95,7 @@ def benchmark_qa(
     if not (index_dir / "searchgym.json").is_file():
         raise DataNotFoundError(
             f"no BM25 index at {index_dir}. Build one from a corpus JSONL (for example wiki-18 "
-            f"in Search-R1's {{id, contents}} form) with: python data_scripts/build_bm25_index.py "
-            f"--corpus CORPUS.jsonl --out {index_dir}"
+            f"in Search-R1's {{id, contents}} form) with: searchgym index build "
+            f"--corpus CORPUS.jsonl --kind bm25 --out {index_dir}"
         )
     return search_env(tasks, _load_bm25(str(index_dir)), **options)

@@ -1,4 +1,4 @@
-"""Open a saved index of any kind from its directory."""
+"""Build, save and open indexes of any kind."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from searchgym.errors import DataNotFoundError
+from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.retrievers.base import Retriever
+from searchgym.retrievers.corpus import read_corpus
 
 # kind written in searchgym.json -> the class whose ``load(directory)`` opens it
 KINDS = {
@@ -23,7 +24,7 @@ def load_index(directory: str | os.PathLike, **kwargs) -> Retriever:
     if not meta_path.is_file():
         raise DataNotFoundError(
             f"{directory} holds no searchgym index (no searchgym.json); build one with "
-            "python data_scripts/build_bm25_index.py --corpus CORPUS.jsonl --out DIR"
+            "searchgym index build --corpus CORPUS.jsonl --kind bm25 --out DIR"
         )
     kind = json.loads(meta_path.read_text()).get("kind")
     if kind not in KINDS:
@@ -32,3 +33,17 @@ def load_index(directory: str | os.PathLike, **kwargs) -> Retriever:
         )
     module, name = KINDS[kind].split(":")
     return getattr(importlib.import_module(module), name).load(directory, **kwargs)
+
+
+def build_index(
+    corpus: str | os.PathLike, kind: str, out: str | os.PathLike, *, show_progress: bool = False, **options
+) -> Retriever:
+    """Build an index of ``kind`` from a JSONL corpus, save it to ``out`` and return it.
+    ``options`` go to the backend's ``build`` (for dense: ``encoder``, ``index``, ``batch_size``)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
+    module, name = KINDS[kind].split(":")
+    backend = getattr(importlib.import_module(module), name)
+    built = backend.build(read_corpus(corpus), show_progress=show_progress, **options)
+    built.save(out)
+    return built

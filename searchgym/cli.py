@@ -1,4 +1,4 @@
-"""The one command-line entry point: ``searchgym list | eval | serve``."""
+"""The one command-line entry point: ``searchgym list | eval | index build | serve``."""
 
 from __future__ import annotations
 
@@ -66,6 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
+    p = sub.add_parser("index", help="build search indexes")
+    build = p.add_subparsers(dest="index_command", required=True).add_parser(
+        "build", help="build an index from a JSONL corpus and save it"
+    )
+    build.add_argument(
+        "--corpus", type=Path, required=True, help='JSONL: {"id","title","text"} or {"id","contents"}'
+    )
+    build.add_argument("--kind", choices=["bm25", "dense"], default="bm25")
+    build.add_argument("--out", type=Path, required=True, help="index directory to write")
+    build.add_argument("--encoder", default=None, help="dense: model name or path (default all-MiniLM-L6-v2)")
+    build.add_argument("--index", choices=["flat", "hnsw", "ivfpq"], default=None, help="dense: FAISS index")
+    build.add_argument("--batch-size", type=int, default=None, help="dense: passages per encoder batch")
+    build.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
     p = sub.add_parser("serve", help="serve an index over HTTP (Search-R1's POST /retrieve)")
     p.add_argument("--index", type=Path, required=True, help="directory of a saved index")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
@@ -80,6 +94,25 @@ def cmd_list(args: argparse.Namespace) -> int:
     from searchgym.envs.registry import list_ids
 
     print("\n".join(list_ids(None if args.all else "searchgym")))
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    import time
+
+    from searchgym.retrievers.index import build_index
+
+    dense_only = {"encoder": args.encoder, "index": args.index, "batch_size": args.batch_size}
+    given = {key: value for key, value in dense_only.items() if value is not None}
+    if given and args.kind != "dense":
+        raise SearchGymError(
+            f"--{', --'.join(k.replace('_', '-') for k in given)} only apply to --kind dense"
+        )
+    start = time.perf_counter()
+    built = build_index(args.corpus, args.kind, args.out, show_progress=not args.no_progress, **given)
+    print(
+        f"{args.kind} index of {len(built):,} documents in {time.perf_counter() - start:.1f}s -> {args.out}"
+    )
     return 0
 
 
@@ -177,7 +210,8 @@ def _finite(obj: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"list": cmd_list, "eval": cmd_eval, "serve": cmd_serve}[args.command](args)
+        commands = {"list": cmd_list, "eval": cmd_eval, "index": cmd_index, "serve": cmd_serve}
+        return commands[args.command](args)
     except SearchGymError as e:
         print(f"searchgym: error: {e}", file=sys.stderr)
         return 2

@@ -65,3 +65,38 @@ def test_bad_env_arg_syntax(capsys):
     with pytest.raises(SystemExit):
         main(["eval", "-E", "novalue"])
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_index_build_then_load(capsys, tmp_path, tiny_corpus_path):
+    from searchgym.retrievers import BM25
+    from searchgym.retrievers.index import load_index
+
+    assert main(["index", "build", "--corpus", str(tiny_corpus_path), "--out", str(tmp_path / "i")]) == 0
+    assert "bm25 index of 8 documents" in capsys.readouterr().out
+    index = load_index(tmp_path / "i")
+    assert isinstance(index, BM25) and index.search("Zürich lake", 1)[0].id == "d5"
+
+
+def test_dense_index_build(capsys, tmp_path, tiny_corpus_path, tiny_encoder_dir):
+    from searchgym.retrievers import Dense
+    from searchgym.retrievers.index import load_index
+
+    argv = [
+        "index",
+        "build",
+        "--corpus",
+        str(tiny_corpus_path),
+        "--out",
+        str(tmp_path / "d"),
+        "--kind",
+        "dense",
+    ]
+    assert main(argv + ["--encoder", str(tiny_encoder_dir), "--index", "hnsw", "--no-progress"]) == 0
+    index = load_index(tmp_path / "d")
+    assert isinstance(index, Dense) and len(index.search("capital of France", 3)) == 3
+
+
+def test_dense_options_need_kind_dense(capsys, tmp_path, tiny_corpus_path):
+    argv = ["index", "build", "--corpus", str(tiny_corpus_path), "--out", str(tmp_path), "--index", "hnsw"]
+    assert main(argv) == 2
+    assert "--index only apply to --kind dense" in capsys.readouterr().err

@@ -67,7 +67,7 @@ def test_missing_benchmark_data_names_the_script(tmp_path, monkeypatch):
     (tmp_path / "qa" / "nq" / "test.jsonl").write_text(
         '{"id": 1, "question": "q?", "golden_answers": ["a"]}\n'
     )
-    with pytest.raises(DataNotFoundError, match=r"data_scripts/build_bm25_index.py --corpus"):
+    with pytest.raises(DataNotFoundError, match=r"searchgym index build --corpus CORPUS.jsonl --kind bm25"):
         searchgym.make("searchgym/NQ-BM25-v0")
 
 
