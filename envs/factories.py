@@ -12,8 +12,9 @@ from typing import Any
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.wrappers import TurnLimit
-from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.errors import ConfigError
 from searchgym.retrievers import BM25, Doc, Retriever
+from searchgym.retrievers.index import read_meta
 from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
 from searchgym.tasks.task import Task
 from searchgym.tasks.world import load_world
@@ -92,10 +93,5 @@ def benchmark_qa(
     data_dir = Path(data_dir) if data_dir else default_data_dir()
     tasks = load_benchmark(dataset, split or benchmark_info(dataset).eval_split, data_dir=data_dir)
     index_dir = Path(index_dir) if index_dir else data_dir / "indexes" / "wiki18-bm25"
-    if not (index_dir / "searchgym.json").is_file():
-        raise DataNotFoundError(
-            f"no BM25 index at {index_dir}. Build one from a corpus JSONL (for example wiki-18 "
-            f"in Search-R1's {{id, contents}} form) with: searchgym index build "
-            f"--corpus CORPUS.jsonl --kind bm25 --out {index_dir}"
-        )
+    read_meta(index_dir, "bm25")  # a missing index names the command that builds it
     return search_env(tasks, _load_bm25(str(index_dir)), **options)

@@ -39,8 +39,9 @@ class Retriever(Protocol):
     def close(self) -> None: ...
 
 
-def check_k(k: int) -> int:
-    """Validate a ``k`` argument; every backend calls this so the error reads the same."""
+def check_batch(queries: Sequence[str], k: int) -> None:
+    """Validate ``batch_search`` arguments; every backend calls this so errors read the same."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    return k
+    if isinstance(queries, str):
+        raise TypeError("batch_search takes a sequence of queries; for one query use search()")

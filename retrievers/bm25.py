@@ -6,7 +6,6 @@ with the query are returned, so a query of stopwords or unknown words returns ``
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -14,11 +13,10 @@ from pathlib import Path
 
 import bm25s
 
-from searchgym.errors import DataNotFoundError
-from searchgym.retrievers.base import Doc, check_k
+from searchgym.retrievers.base import Doc, check_batch
 from searchgym.retrievers.corpus import read_corpus, write_corpus
+from searchgym.retrievers.index import read_meta, write_meta
 
-_META = "searchgym.json"
 _DOCS = "docs.jsonl"
 _INDEX = "bm25s"
 
@@ -73,21 +71,12 @@ class BM25:
         directory.mkdir(parents=True, exist_ok=True)
         self._index.save(str(directory / _INDEX), show_progress=False)
         write_corpus(self._docs, directory / _DOCS)
-        meta = {"kind": "bm25", "backend": "bm25s", "n_docs": len(self._docs), **self.params}
-        (directory / _META).write_text(json.dumps(meta, indent=2) + "\n")
+        write_meta(directory, {"kind": "bm25", "backend": "bm25s", "n_docs": len(self._docs), **self.params})
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, mmap: bool = False) -> BM25:
         directory = Path(directory)
-        meta_path = directory / _META
-        if not meta_path.is_file():
-            raise DataNotFoundError(
-                f"{directory} is not a searchgym BM25 index (no {_META}); build one with "
-                "BM25.from_corpus(CORPUS).save(DIR)"
-            )
-        meta = json.loads(meta_path.read_text())
-        if meta.get("kind") != "bm25":
-            raise DataNotFoundError(f"{directory} holds a {meta.get('kind')!r} index, not 'bm25'")
+        meta = read_meta(directory, "bm25", "BM25.from_corpus(CORPUS).save(DIR)")
         index = bm25s.BM25.load(str(directory / _INDEX), mmap=mmap)
         params = {key: meta[key] for key in ("k1", "b", "method", "stopwords")}
         return cls(index, read_corpus(directory / _DOCS), params)
@@ -99,9 +88,7 @@ class BM25:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
-        check_k(k)
-        if isinstance(queries, str):
-            raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+        check_batch(queries, k)
         if not queries:
             return []
         tokens = bm25s.tokenize(

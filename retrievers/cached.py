@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from searchgym.retrievers.base import Doc, Retriever, check_k
+from searchgym.retrievers.base import Doc, Retriever, check_batch
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS results (
     namespace TEXT NOT NULL, query TEXT NOT NULL, k INTEGER NOT NULL, docs TEXT NOT NULL,
@@ -58,9 +58,7 @@ class Cached:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
-        check_k(k)
-        if isinstance(queries, str):
-            raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+        check_batch(queries, k)
         db = self._db()
         found: dict[str, list[Doc]] = {}
         for q in dict.fromkeys(queries):  # each distinct query once

@@ -11,7 +11,6 @@ Batched encoding is not bitwise batch-invariant: ``batch_search(qs)`` equals
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -22,14 +21,14 @@ from typing import Literal
 
 import numpy as np
 
-from searchgym.errors import ConfigError, DataNotFoundError, import_optional
-from searchgym.retrievers.base import Doc, check_k
+from searchgym.errors import ConfigError, import_optional
+from searchgym.retrievers.base import Doc, check_batch
 from searchgym.retrievers.corpus import read_corpus, write_corpus
 from searchgym.retrievers.encoders import DEFAULT_ENCODER, Encoder
+from searchgym.retrievers.index import read_meta, write_meta
 
 logger = logging.getLogger(__name__)
 
-_META = "searchgym.json"
 _DOCS = "docs.jsonl"
 _INDEX = "index.faiss"
 
@@ -189,7 +188,7 @@ class Dense:
             "n_docs": len(self._docs),
             **self.params,
         }
-        (directory / _META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        write_meta(directory, meta)
 
     @classmethod
     def load(
@@ -203,15 +202,7 @@ class Dense:
         """Load a saved index. The encoder is rebuilt from the saved metadata (on ``device``)
         unless ``encoder`` is given; it must produce vectors of the index's dimension."""
         directory = Path(directory)
-        meta_path = directory / _META
-        if not meta_path.is_file():
-            raise DataNotFoundError(
-                f"{directory} is not a searchgym dense index (no {_META}); build one with "
-                "Dense.from_corpus(CORPUS, ENCODER).save(DIR)"
-            )
-        meta = json.loads(meta_path.read_text())
-        if meta.get("kind") != "dense":
-            raise DataNotFoundError(f"{directory} holds a {meta.get('kind')!r} index, not 'dense'")
+        meta = read_meta(directory, "dense", "Dense.from_corpus(CORPUS, ENCODER).save(DIR)")
         encoder = encoder or Encoder(**meta["encoder"], device=device)
         differ = [
             key
@@ -254,9 +245,7 @@ class Dense:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
-        check_k(k)
-        if isinstance(queries, str):
-            raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+        check_batch(queries, k)
         results: list[list[Doc]] = [[] for _ in queries]
         live = [i for i, q in enumerate(queries) if q.strip()]
         if not live:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from searchgym.retrievers.base import Doc, Retriever, check_k
+from searchgym.retrievers.base import Doc, Retriever, check_batch
 
 
 class Hybrid:
@@ -43,9 +43,7 @@ class Hybrid:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
-        check_k(k)
-        if isinstance(queries, str):
-            raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+        check_batch(queries, k)
         depth = max(k, self.depth)
         per_retriever = [r.batch_search(list(queries), depth) for r in self.retrievers]
         return [self._fuse([ranked[i] for ranked in per_retriever], k) for i in range(len(queries))]

@@ -11,22 +11,41 @@ from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.retrievers.base import Retriever
 from searchgym.retrievers.corpus import read_corpus
 
-# kind written in searchgym.json -> the class whose ``load(directory)`` opens it
+META_FILE = "searchgym.json"
+# kind written in META_FILE -> the class whose ``load(directory)`` opens it
 KINDS = {
     "bm25": "searchgym.retrievers.bm25:BM25",
     "dense": "searchgym.retrievers.dense:Dense",
 }
 
 
+def write_meta(directory: str | os.PathLike, meta: dict) -> None:
+    """Describe a saved index (its ``kind`` first) in ``directory/searchgym.json``."""
+    text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+    (Path(directory) / META_FILE).write_text(text, encoding="utf-8")
+
+
+def read_meta(directory: str | os.PathLike, kind: str | None = None, build_hint: str = "") -> dict:
+    """The description of the index in ``directory``; with ``kind``, it must be of that kind.
+    ``build_hint`` says how to build one when there is none."""
+    path = Path(directory) / META_FILE
+    if not path.is_file():
+        what = f"{kind} index" if kind else "index"
+        hint = build_hint or (
+            f"searchgym index build --corpus CORPUS.jsonl --kind {kind or 'bm25'} --out {directory}"
+        )
+        raise DataNotFoundError(
+            f"{directory} holds no searchgym {what} (no {META_FILE}); build one with {hint}"
+        )
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if kind is not None and meta.get("kind") != kind:
+        raise DataNotFoundError(f"{directory} holds a {meta.get('kind')!r} index, not {kind!r}")
+    return meta
+
+
 def load_index(directory: str | os.PathLike, **kwargs) -> Retriever:
     """The retriever saved in ``directory``, whatever its kind (``searchgym.json`` says)."""
-    meta_path = Path(directory) / "searchgym.json"
-    if not meta_path.is_file():
-        raise DataNotFoundError(
-            f"{directory} holds no searchgym index (no searchgym.json); build one with "
-            "searchgym index build --corpus CORPUS.jsonl --kind bm25 --out DIR"
-        )
-    kind = json.loads(meta_path.read_text()).get("kind")
+    kind = read_meta(directory).get("kind")
     if kind not in KINDS:
         raise DataNotFoundError(
             f"{directory} holds an index of unknown kind {kind!r}; known: {sorted(KINDS)}"

@@ -15,7 +15,7 @@ from dataclasses import replace
 import httpx
 
 from searchgym.errors import RetrieverError
-from searchgym.retrievers.base import Doc, check_k
+from searchgym.retrievers.base import Doc, check_batch
 from searchgym.retrievers.corpus import doc_from_row
 
 
@@ -39,9 +39,7 @@ class Remote:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
-        check_k(k)
-        if isinstance(queries, str):
-            raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+        check_batch(queries, k)
         if not queries:
             return []
         payload = {"queries": list(queries), "topk": k, "return_scores": True}
