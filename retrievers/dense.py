@@ -14,23 +14,27 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from searchgym.errors import ConfigError, import_optional
+from searchgym.errors import ConfigError, DataNotFoundError, import_optional
 from searchgym.retrievers.base import Doc, check_batch
-from searchgym.retrievers.corpus import read_corpus, write_corpus
+from searchgym.retrievers.corpus import read_corpus
+from searchgym.retrievers.docstore import DOCS_FILE, DocStore, write_docstore
+from searchgym.retrievers.embeddings import MANIFEST, embed_shards, iter_shards, sample_rows
 from searchgym.retrievers.encoders import DEFAULT_ENCODER, Encoder
 from searchgym.retrievers.index import read_meta, write_meta
 
 logger = logging.getLogger(__name__)
 
-_DOCS = "docs.jsonl"
 _INDEX = "index.faiss"
+_EMBEDDINGS = "embeddings"
 
 # Index types and their parameters, with defaults; None means "chosen from the corpus size".
 INDEX_PARAMS: dict[str, dict] = {
@@ -63,37 +67,59 @@ def _index_params(index: str, given: dict) -> dict:
     return {**INDEX_PARAMS[index], **given}
 
 
-def _build_index(vectors: np.ndarray, index: str, params: dict):
-    """A FAISS inner-product index holding ``vectors``; fills in ``params`` chosen from the data."""
+def _new_index(dim: int, n: int, index: str, params: dict):
+    """An empty FAISS inner-product index for ``n`` vectors of ``dim``; fills in ``params``
+    chosen from the data. IVF-PQ must still be trained (`_train`)."""
     faiss = _faiss()
-    n, dim = vectors.shape
     if index == "flat":
-        built = faiss.IndexFlatIP(dim)
-    elif index == "hnsw":
+        return faiss.IndexFlatIP(dim)
+    if index == "hnsw":
         built = faiss.IndexHNSWFlat(dim, params["M"], faiss.METRIC_INNER_PRODUCT)
         built.hnsw.efConstruction = params["ef_construction"]
         built.hnsw.efSearch = params["ef_search"]
-    else:
-        if params["nlist"] is None:
-            params["nlist"] = max(1, min(int(4 * math.sqrt(n)), n // 39))
-        if params["m"] is None:
-            params["m"] = next(c for c in (dim // 8, dim // 4, dim // 2, dim) if c and dim % c == 0)
-        nlist, m, nbits = params["nlist"], params["m"], params["nbits"]
-        if dim % m:
-            raise ConfigError(f"m={m} must divide the vector dimension {dim}; pick a divisor of {dim}")
-        needed = max(nlist, 2**nbits)
-        if n < needed:
-            raise ConfigError(
-                f"an IVF-PQ index with nlist={nlist}, nbits={nbits} needs at least {needed} documents "
-                f"to train, the corpus has {n}; lower nlist or nbits, or use index='flat'"
-            )
-        built = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, nbits, faiss.METRIC_INNER_PRODUCT)
+        return built
+    if params["nlist"] is None:
+        params["nlist"] = max(1, min(int(4 * math.sqrt(n)), n // 39))
+    if params["m"] is None:
+        params["m"] = next(c for c in (dim // 8, dim // 4, dim // 2, dim) if c and dim % c == 0)
+    nlist, m, nbits = params["nlist"], params["m"], params["nbits"]
+    if dim % m:
+        raise ConfigError(f"m={m} must divide the vector dimension {dim}; pick a divisor of {dim}")
+    needed = _training_size(params)
+    if n < needed:
+        raise ConfigError(
+            f"an IVF-PQ index with nlist={nlist}, nbits={nbits} needs at least {needed} documents "
+            f"to train, the corpus has {n}; lower nlist or nbits, or use index='flat'"
+        )
+    built = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, nbits, faiss.METRIC_INNER_PRODUCT)
+    built.nprobe = params["nprobe"]
+    return built
+
+
+def _training_size(params: dict) -> int:
+    """How many vectors an IVF-PQ index trains on: at least one per list and per PQ code."""
+    return max(params["nlist"], 2 ** params["nbits"])
+
+
+def _build_index(vectors: np.ndarray, index: str, params: dict):
+    """A FAISS inner-product index holding ``vectors`` (all in memory)."""
+    n, dim = vectors.shape
+    built = _new_index(dim, n, index, params)
+    if index == "ivfpq":
         rng = np.random.default_rng(params["seed"])
-        sample = rng.choice(n, size=min(n, max(params["train_size"], needed)), replace=False)
+        sample = rng.choice(n, size=min(n, max(params["train_size"], _training_size(params))), replace=False)
         built.train(vectors[np.sort(sample)])
-        built.nprobe = params["nprobe"]
     built.add(vectors)
     return built
+
+
+def _corpus_source(corpus: str | os.PathLike) -> dict:
+    """What identifies a corpus file for resuming: its path, size and modification time."""
+    path = Path(corpus).resolve()
+    if not path.is_file():
+        raise DataNotFoundError(f"corpus file {corpus} does not exist")
+    stat = path.stat()
+    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def _to_gpu(index, kind: str, use_gpu: bool | None):
@@ -133,8 +159,11 @@ class Dense:
 
     def __init__(self, index, docs: Sequence[Doc], encoder: Encoder, params: dict) -> None:
         self._index = index
-        self._docs = list(docs)
-        self._by_id = {d.id: i for i, d in enumerate(self._docs)}
+        self._docs = docs if isinstance(docs, DocStore) else list(docs)
+        if isinstance(self._docs, DocStore):
+            self._find = self._docs.index_of
+        else:
+            self._find = {d.id: i for i, d in enumerate(self._docs)}.get
         self.encoder = encoder
         self.params = params
         self.batch_size = 64
@@ -171,6 +200,63 @@ class Dense:
         """Build from a JSONL corpus file (either row shape, see `retrievers.corpus`)."""
         return cls.build(read_corpus(path), encoder, **kwargs)
 
+    @classmethod
+    def build_streaming(
+        cls,
+        corpus: str | os.PathLike,
+        out: str | os.PathLike,
+        encoder: Encoder | str = DEFAULT_ENCODER,
+        *,
+        index: IndexKind = "flat",
+        shard_size: int = 100_000,
+        batch_size: int = 64,
+        dtype: str = "float32",
+        keep_embeddings: bool = False,
+        show_progress: bool = False,
+        **index_params,
+    ) -> Dense:
+        """Index a corpus file of any size into ``out`` and open it, holding one shard of
+        embeddings in memory at a time (plus the FAISS index itself).
+
+        Documents are streamed into a `DocStore`, encoded into shard files under
+        ``out/embeddings`` (see `embed_shards`), and added to the index shard by shard (IVF-PQ
+        trains first on ``train_size`` vectors sampled across shards). Interrupted, the same call
+        resumes: finished shards are not encoded again. ``keep_embeddings`` keeps the shards after
+        the index is written, e.g. to build another index type from them. ``dtype="float16"``
+        halves their size on disk.
+        """
+        params = {"index": index, **_index_params(index, index_params)}
+        out = Path(out)
+        shards = out / _EMBEDDINGS
+        encoder = Encoder(encoder) if isinstance(encoder, str) else encoder
+        source = _corpus_source(corpus)
+        resuming = (shards / MANIFEST).is_file() and (out / DOCS_FILE).is_file()
+        if not resuming and not write_docstore(read_corpus(corpus), out, show_progress=show_progress):
+            raise ValueError(f"cannot build a dense index from an empty corpus ({corpus})")
+        store = DocStore(out)
+        embed_shards(
+            store,
+            encoder,
+            shards,
+            source=source,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            dtype=dtype,
+            show_progress=show_progress,
+        )
+        built = _new_index(encoder.dim, len(store), index, params)
+        if index == "ivfpq":
+            size = max(params["train_size"], _training_size(params))
+            built.train(sample_rows(shards, size, params["seed"]))
+        for vectors in tqdm(iter_shards(shards), desc="indexing", unit=" shards", disable=not show_progress):
+            built.add(vectors)
+        dense = cls(built, store, encoder, params)
+        dense.batch_size = batch_size
+        dense.save(out)
+        if not keep_embeddings:
+            shutil.rmtree(shards)
+        return dense
+
     def save(self, directory: str | os.PathLike) -> None:
         faiss = _faiss()
         directory = Path(directory)
@@ -179,7 +265,8 @@ class Dense:
         if hasattr(faiss, "index_gpu_to_cpu") and "Gpu" in type(index).__name__:
             index = faiss.index_gpu_to_cpu(index)
         faiss.write_index(index, str(directory / _INDEX))
-        write_corpus(self._docs, directory / _DOCS)
+        if not (isinstance(self._docs, DocStore) and self._docs.path == directory / DOCS_FILE):
+            write_docstore(self._docs, directory)
         meta = {
             "kind": "dense",
             "backend": "faiss",
@@ -218,7 +305,7 @@ class Dense:
             )
         index = _faiss().read_index(str(directory / _INDEX))
         params = {"index": meta["index"], **{key: meta[key] for key in INDEX_PARAMS[meta["index"]]}}
-        dense = cls(_to_gpu(index, meta["index"], use_gpu), read_corpus(directory / _DOCS), encoder, params)
+        dense = cls(_to_gpu(index, meta["index"], use_gpu), DocStore(directory), encoder, params)
         dense.set_search_params(**{key: params[key] for key in _SEARCH_PARAMS.get(params["index"], ())})
         return dense
 
@@ -261,8 +348,10 @@ class Dense:
         return results
 
     def doc(self, doc_id: str) -> Doc | None:
-        i = self._by_id.get(doc_id)
+        i = self._find(doc_id)
         return None if i is None else self._docs[i]
 
     def close(self) -> None:
-        """Nothing to release: the index and the encoder live in memory."""
+        """Release the memory map of the documents of a loaded index."""
+        if isinstance(self._docs, DocStore):
+            self._docs.close()

@@ -58,11 +58,14 @@ def build_index(
     corpus: str | os.PathLike, kind: str, out: str | os.PathLike, *, show_progress: bool = False, **options
 ) -> Retriever:
     """Build an index of ``kind`` from a JSONL corpus, save it to ``out`` and return it.
-    ``options`` go to the backend's ``build`` (for dense: ``encoder``, ``index``, ``batch_size``)."""
+    ``options`` go to the backend's ``build``, or to its ``build_streaming`` where it has one
+    (dense: ``encoder``, ``index``, ``batch_size``, ``shard_size``, ``keep_embeddings``)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
     module, name = KINDS[kind].split(":")
     backend = getattr(importlib.import_module(module), name)
+    if hasattr(backend, "build_streaming"):
+        return backend.build_streaming(corpus, out, show_progress=show_progress, **options)
     built = backend.build(read_corpus(corpus), show_progress=show_progress, **options)
     built.save(out)
     return built

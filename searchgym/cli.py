@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--encoder", default=None, help="dense: model name or path (default all-MiniLM-L6-v2)")
     build.add_argument("--index", choices=["flat", "hnsw", "ivfpq"], default=None, help="dense: FAISS index")
     build.add_argument("--batch-size", type=int, default=None, help="dense: passages per encoder batch")
+    build.add_argument(
+        "--shard-size", type=int, default=None, help="dense: passages per embedding shard (default 100,000)"
+    )
+    build.add_argument(
+        "--keep-embeddings", action="store_true", default=None, help="dense: keep OUT/embeddings"
+    )
     build.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     p = sub.add_parser("serve", help="serve an index over HTTP (Search-R1's POST /retrieve)")
@@ -102,7 +108,13 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     from searchgym.retrievers.index import build_index
 
-    dense_only = {"encoder": args.encoder, "index": args.index, "batch_size": args.batch_size}
+    dense_only = {
+        "encoder": args.encoder,
+        "index": args.index,
+        "batch_size": args.batch_size,
+        "shard_size": args.shard_size,
+        "keep_embeddings": args.keep_embeddings,
+    }
     given = {key: value for key, value in dense_only.items() if value is not None}
     if given and args.kind != "dense":
         raise SearchGymError(

@@ -91,9 +91,11 @@ def test_dense_index_build(capsys, tmp_path, tiny_corpus_path, tiny_encoder_dir)
         "--kind",
         "dense",
     ]
-    assert main(argv + ["--encoder", str(tiny_encoder_dir), "--index", "hnsw", "--no-progress"]) == 0
+    options = ["--encoder", str(tiny_encoder_dir), "--index", "hnsw", "--shard-size", "3", "--keep-embeddings"]
+    assert main(argv + options + ["--no-progress"]) == 0
     index = load_index(tmp_path / "d")
     assert isinstance(index, Dense) and len(index.search("capital of France", 3)) == 3
+    assert len(list((tmp_path / "d" / "embeddings").glob("shard-*.npy"))) == 3  # 8 passages, 3 a shard
 
 
 def test_dense_options_need_kind_dense(capsys, tmp_path, tiny_corpus_path):
