@@ -1,11 +1,20 @@
-"""Agents by name, as the CLI and configs refer to them."""
+"""Agents by name, as the CLI and configs refer to them.
+
+Scripted agents have plain names (``oracle``, ``heuristic``, ``random``). Language-model agents
+are ``BACKEND:MODEL``: ``hf:smollm2-135m-instruct``, ``hf:Qwen/Qwen2.5-0.5B-Instruct``,
+``hf:/path/to/checkpoint``. Agents made with the same backend, model and seed share one loaded
+policy, so the rollout batches their turns into one generation call.
+"""
 
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib
 from collections.abc import Callable
 
 from searchgym.agents.base import Agent
+from searchgym.agents.policy import Policy, SamplingParams
 from searchgym.agents.scripted import HeuristicAgent, OracleAgent, RandomAgent
 from searchgym.errors import ConfigError
 
@@ -14,14 +23,41 @@ AGENTS: dict[str, Callable[[int], Agent]] = {
     "heuristic": lambda seed: HeuristicAgent(),
     "random": lambda seed: RandomAgent(seed=seed),
 }
+# backend prefix -> the policy class, imported when first used
+POLICIES = {
+    "hf": "searchgym.agents.hf_policy:HFPolicy",
+}
+# evaluation samples greedily unless told otherwise
+EVAL_PARAMS = SamplingParams(max_new_tokens=256, temperature=0.0)
 
 
-def make_agent(name: str, seed: int = 0) -> Agent:
-    """Build an agent from its name (see ``AGENTS``); ``seed`` seeds agents that sample."""
+@functools.lru_cache(maxsize=4)
+def load_policy(backend: str, model: str, seed: int = 0) -> Policy:
+    """The policy ``backend:model``, loaded once per process."""
+    if backend not in POLICIES:
+        known = ", ".join(sorted(POLICIES))
+        raise ConfigError(f"unknown policy backend {backend!r} in '{backend}:{model}'; known: {known}")
+    if not model:
+        raise ConfigError(f"name a model after '{backend}:', e.g. '{backend}:smollm2-135m-instruct'")
+    module, cls = POLICIES[backend].split(":")
+    return getattr(importlib.import_module(module), cls)(model, seed=seed)
+
+
+def make_agent(name: str, seed: int = 0, params: SamplingParams | None = None) -> Agent:
+    """Build an agent from its name (see the module docstring); ``seed`` seeds agents that
+    sample; ``params`` are the sampling settings of language-model agents."""
+    if ":" in name:
+        from searchgym.agents.llm_agent import PolicyAgent
+
+        backend, model = name.split(":", 1)
+        return PolicyAgent(load_policy(backend, model, seed), params or EVAL_PARAMS)
     try:
         factory = AGENTS[name]
     except KeyError:
         close = difflib.get_close_matches(name, AGENTS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown agent {name!r}.{hint} Known agents: {', '.join(AGENTS)}") from None
+        raise ConfigError(
+            f"unknown agent {name!r}.{hint} Known agents: {', '.join(AGENTS)}, or BACKEND:MODEL with "
+            f"BACKEND one of {', '.join(POLICIES)}"
+        ) from None
     return factory(seed)

