@@ -19,7 +19,7 @@ from searchgym.envs.rewards import (
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.tools import Invalid, ToolCall
 from searchgym.errors import RetrieverError
-from searchgym.retrievers.base import Retriever
+from searchgym.retrievers.base import ContextualRetriever, Retriever, SearchContext
 from searchgym.tasks.metrics import score_answer
 from searchgym.tasks.task import Task
 
@@ -123,7 +123,11 @@ class SearchEnv(gym.Env[str, str]):
         self._counts["n_searches"] += 1
         info["query"] = query
         try:
-            docs = self.retriever.search(query, self.top_k)
+            if isinstance(self.retriever, ContextualRetriever):
+                context = SearchContext(self._task.question, tuple(self._task.answers))
+                docs = self.retriever.search_in_context(query, self.top_k, context)
+            else:
+                docs = self.retriever.search(query, self.top_k)
         except _WORLD_FAILURES as e:
             self._counts["n_errors"] += 1
             info["error"] = f"search failed: {e}"

@@ -39,6 +39,24 @@ class Retriever(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class SearchContext:
+    """What an episode knows beyond the query: its question and gold answers. Only retrievers
+    that simulate a search engine read it (ZeroSearch's simulator writes documents that do or do
+    not contain the answer); it never reaches the agent."""
+
+    question: str
+    answers: tuple[str, ...]
+
+
+@runtime_checkable
+class ContextualRetriever(Protocol):
+    """A retriever whose results depend on the episode (see `SearchContext`). An env calls
+    ``search_in_context`` instead of ``search`` when its retriever has it."""
+
+    def search_in_context(self, query: str, k: int, context: SearchContext) -> list[Doc]: ...
+
+
 def check_batch(queries: Sequence[str], k: int) -> None:
     """Validate ``batch_search`` arguments; every backend calls this so errors read the same."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:

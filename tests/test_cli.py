@@ -91,7 +91,8 @@ def test_dense_index_build(capsys, tmp_path, tiny_corpus_path, tiny_encoder_dir)
         "--kind",
         "dense",
     ]
-    options = ["--encoder", str(tiny_encoder_dir), "--index", "hnsw", "--shard-size", "3", "--keep-embeddings"]
+    options = ["--encoder", str(tiny_encoder_dir), "--index", "hnsw", "--shard-size", "3"]
+    options += ["--keep-embeddings"]
     assert main(argv + options + ["--no-progress"]) == 0
     index = load_index(tmp_path / "d")
     assert isinstance(index, Dense) and len(index.search("capital of France", 3)) == 3

@@ -149,3 +149,32 @@ def test_eval_cli_runs_a_language_model_agent(tiny_llama_dir, tmp_path, capsys):
     assert report["agents"]["oracle"]["all"]["em"] == 1.0
     assert report["agents"][name]["all"]["n"] == 3 and report["agents"][name]["all"]["em"] == 0.0
     assert len(list(tmp_path.glob("hf_*.jsonl"))) == 1
+
+
+def self_search_env(max_turns=8):
+    from searchgym.envs.self_search import SelfSearchEnv
+    from searchgym.envs.wrappers import TurnLimit
+
+    return TurnLimit(SelfSearchEnv(env().unwrapped.tasks[:4]), max_turns)
+
+
+def test_self_written_information_is_kept_out_of_the_loss(tokenizer):
+    texts = ["<search> capital </search>", "Oslo is a capital.</information>", "<answer> Oslo </answer>"]
+    policy = ScriptedPolicy(tokenizer, texts)
+    tasks = env().unwrapped.tasks[:1]
+    [episode] = run_episodes(self_search_env, lambda: PolicyAgent(policy), tasks)
+    traj = episode.trajectory
+    masks = [traj.mask[end - 1] for end in traj.turn_ends]
+    assert masks == [1, 0, 1]  # the search, the self-written results, the answer
+    info_ids = tokenizer.encode(texts[1], add_special_tokens=False)
+    start = traj.turn_ends[1] - len(info_ids)
+    assert traj.ids[start : traj.turn_ends[1]] == info_ids and not any(traj.mask[start : traj.turn_ends[1]])
+    assert tokenizer.decode(policy.prompts[1]).endswith("<search> capital </search>\n\n<information>")
+
+
+def test_a_random_tiny_llama_plays_self_search(tiny_llama_dir):
+    policy = HFPolicy(str(tiny_llama_dir), device="cpu")
+    params = SamplingParams(max_new_tokens=16, temperature=1.0, seed=0)
+    tasks = env().unwrapped.tasks[:3]
+    episodes = run_episodes(lambda: self_search_env(3), lambda: PolicyAgent(policy, params), tasks, n_envs=3)
+    assert all(ep.truncated and len(ep.trajectory.turn_ends) == 3 for ep in episodes)

@@ -97,7 +97,7 @@ def test_kept_float16_embeddings_are_the_vectors_of_the_index(tiny_corpus_path, 
 
 
 def test_ivfpq_trains_on_a_sample_across_shards(encoder, tmp_path):
-    words = "river lake city mountain capital museum bridge forest island valley".split()
+    words = ["river", "lake", "city", "mountain", "capital", "museum", "bridge", "forest", "island", "valley"]
     rng = np.random.default_rng(0)
     docs = [Doc(f"d{i}", words[i % 10], " ".join(rng.choice(words, 6))) for i in range(80)]
     write_corpus(docs, tmp_path / "corpus.jsonl")
