@@ -2,8 +2,10 @@
 
 Scripted agents have plain names (``oracle``, ``heuristic``, ``random``). Language-model agents
 are ``BACKEND:MODEL``: ``hf:smollm2-135m-instruct``, ``hf:Qwen/Qwen2.5-0.5B-Instruct``,
-``hf:/path/to/checkpoint``. Agents made with the same backend, model and seed share one loaded
-policy, so the rollout batches their turns into one generation call.
+``hf:/path/to/checkpoint``, ``vllm:MODEL`` (GPU extra), ``openai:MODEL`` (the server at
+``$SEARCHGYM_OPENAI_BASE_URL``, default ``http://127.0.0.1:8000/v1``; key ``$OPENAI_API_KEY``).
+Agents made with the same backend, model and seed share one loaded policy, so the rollout
+batches their turns into one generation call.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import os
 from collections.abc import Callable
 
 from searchgym.agents.base import Agent
@@ -23,9 +26,14 @@ AGENTS: dict[str, Callable[[int], Agent]] = {
     "heuristic": lambda seed: HeuristicAgent(),
     "random": lambda seed: RandomAgent(seed=seed),
 }
-# backend prefix -> the policy class, imported when first used
-POLICIES = {
-    "hf": "searchgym.agents.hf_policy:HFPolicy",
+# backend prefix -> how to build its policy from (model, seed); modules import on first use
+POLICIES: dict[str, Callable[[str, int], Policy]] = {
+    "hf": lambda model, seed: _policy_class("hf_policy:HFPolicy")(model, seed=seed),
+    "vllm": lambda model, seed: _policy_class("vllm_policy:VLLMPolicy")(model, seed=seed),
+    # seeds travel per request in SamplingParams; the server comes from the environment
+    "openai": lambda model, seed: _policy_class("openai_policy:OpenAIPolicy")(
+        model, base_url=os.environ.get("SEARCHGYM_OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+    ),
 }
 # evaluation samples greedily unless told otherwise
 EVAL_PARAMS = SamplingParams(max_new_tokens=256, temperature=0.0)
@@ -39,8 +47,12 @@ def load_policy(backend: str, model: str, seed: int = 0) -> Policy:
         raise ConfigError(f"unknown policy backend {backend!r} in '{backend}:{model}'; known: {known}")
     if not model:
         raise ConfigError(f"name a model after '{backend}:', e.g. '{backend}:smollm2-135m-instruct'")
-    module, cls = POLICIES[backend].split(":")
-    return getattr(importlib.import_module(module), cls)(model, seed=seed)
+    return POLICIES[backend](model, seed)
+
+
+def _policy_class(path: str) -> type:
+    module, cls = path.split(":")
+    return getattr(importlib.import_module(f"searchgym.agents.{module}"), cls)
 
 
 def make_agent(name: str, seed: int = 0, params: SamplingParams | None = None) -> Agent:

@@ -40,3 +40,8 @@ def import_optional(module: str, extra: str) -> ModuleType:
 class RetrieverError(SearchGymError):
     """A retriever could not answer (timeout, server down, bad response). Environments catch it
     and show it to the agent as an observation; it never ends an episode."""
+
+
+class PolicyError(SearchGymError):
+    """A policy backend could not generate (server down, request refused, retries exhausted);
+    the message names the endpoint and the reason."""

@@ -76,3 +76,13 @@ def check_conversations(conversations: Sequence[Sequence[Message]]) -> None:
         for msg in conv:
             if not isinstance(msg, dict) or not {"role", "content"} <= set(msg):
                 raise TypeError(f"conversation {i}: every message needs 'role' and 'content', got {msg!r}")
+
+
+def request_seed(seed: int, index: int) -> int:
+    """The seed of request ``index`` of a call seeded with ``seed`` (the first keeps it), so
+    identical prompts in one call sample differently.
+
+    >>> request_seed(7, 0), request_seed(7, 1) != request_seed(8, 0)
+    (7, True)
+    """
+    return (seed + index * 1_000_003) % 2**31
