@@ -7,5 +7,17 @@ from searchgym.retrievers.corpus import read_corpus, write_corpus
 from searchgym.retrievers.dense import Dense
 from searchgym.retrievers.encoders import Encoder
 from searchgym.retrievers.hybrid import Hybrid
+from searchgym.retrievers.rerank import Rerank
 
-__all__ = ["BM25", "Cached", "Dense", "Doc", "Encoder", "Hybrid", "Retriever", "read_corpus", "write_corpus"]
+__all__ = [
+    "BM25",
+    "Cached",
+    "Dense",
+    "Doc",
+    "Encoder",
+    "Hybrid",
+    "Rerank",
+    "Retriever",
+    "read_corpus",
+    "write_corpus",
+]

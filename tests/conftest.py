@@ -12,11 +12,11 @@ def tiny_corpus_path() -> Path:
     return FIXTURES / "tiny_corpus.jsonl"
 
 
-def make_tiny_encoder_dir(directory: Path, corpus_path: Path) -> Path:
-    """Save a random 2-layer, 32-d BERT with a WordPiece vocabulary learnt on the corpus."""
-    import torch
+def make_tiny_tokenizer(corpus_path: Path, *, pairs: bool = False):
+    """A BERT-style WordPiece tokenizer (vocabulary of 300) learnt on the corpus; ``pairs`` adds the
+    ``[CLS] A [SEP] B [SEP]`` template a cross-encoder reads."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     texts = [f"{d.title}\n{d.text}" for d in read_corpus(corpus_path)]
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -26,29 +26,67 @@ def make_tiny_encoder_dir(directory: Path, corpus_path: Path) -> Path:
     tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=300, special_tokens=special))
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
+        **({"pair": "[CLS] $A [SEP] $B:1 [SEP]:1"} if pairs else {}),
         special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("[CLS]", "[SEP]")],
     )
-    PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="[UNK]",
         pad_token="[PAD]",
         cls_token="[CLS]",
         sep_token="[SEP]",
         mask_token="[MASK]",
-    ).save_pretrained(directory)
-    config = BertConfig(
-        vocab_size=tokenizer.get_vocab_size(),
+        **({"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]} if pairs else {}),
+    )
+
+
+def tiny_bert_config(vocab_size: int, **kwargs):
+    """A 2-layer, 32-d BERT configuration."""
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=64,
+        **kwargs,
     )
+
+
+def make_tiny_encoder_dir(directory: Path, corpus_path: Path) -> Path:
+    """Save a random 2-layer, 32-d BERT with a WordPiece vocabulary learnt on the corpus."""
+    import torch
+    from transformers import BertModel
+
+    tokenizer = make_tiny_tokenizer(corpus_path)
+    tokenizer.save_pretrained(directory)
     torch.manual_seed(0)  # test code: the random encoder must be the same in every run
-    BertModel(config).save_pretrained(directory)
+    BertModel(tiny_bert_config(len(tokenizer))).save_pretrained(directory)
+    return directory
+
+
+def make_tiny_cross_encoder_dir(directory: Path, corpus_path: Path, num_labels: int = 1) -> Path:
+    """Save a random tiny BertForSequenceClassification (``num_labels`` logits) whose tokenizer
+    reads (query, passage) pairs."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    tokenizer = make_tiny_tokenizer(corpus_path, pairs=True)
+    tokenizer.save_pretrained(directory)
+    torch.manual_seed(0)  # test code: the random model must be the same in every run
+    # a wide initialisation spreads the random scores, so no two candidates tie by accident
+    config = tiny_bert_config(len(tokenizer), num_labels=num_labels, initializer_range=0.5)
+    BertForSequenceClassification(config).save_pretrained(directory)
     return directory
 
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory, tiny_corpus_path) -> Path:
     return make_tiny_encoder_dir(tmp_path_factory.mktemp("tiny-bert"), tiny_corpus_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder_dir(tmp_path_factory, tiny_corpus_path) -> Path:
+    return make_tiny_cross_encoder_dir(tmp_path_factory.mktemp("tiny-cross-encoder"), tiny_corpus_path)
