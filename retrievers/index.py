@@ -16,6 +16,7 @@ META_FILE = "searchgym.json"
 KINDS = {
     "bm25": "searchgym.retrievers.bm25:BM25",
     "dense": "searchgym.retrievers.dense:Dense",
+    "lucene": "searchgym.retrievers.lucene:Lucene",
 }
 
 

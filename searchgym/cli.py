@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 
 from searchgym.errors import SearchGymError
+from searchgym.retrievers.index import KINDS
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 _COLUMNS = [
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--corpus", type=Path, required=True, help='JSONL: {"id","title","text"} or {"id","contents"}'
     )
-    build.add_argument("--kind", choices=["bm25", "dense"], default="bm25")
+    build.add_argument("--kind", choices=sorted(KINDS), default="bm25")
     build.add_argument("--out", type=Path, required=True, help="index directory to write")
     build.add_argument("--encoder", default=None, help="dense: model name or path (default all-MiniLM-L6-v2)")
     build.add_argument("--index", choices=["flat", "hnsw", "ivfpq"], default=None, help="dense: FAISS index")

@@ -1,13 +1,16 @@
 """Every backend honours the `Retriever` contract the same way.
 
 "dense" uses a tiny random encoder: its ranking is arbitrary, every non-empty query has
-neighbours, and batched encoding changes scores by float rounding (about 1e-7).
+neighbours, and batched encoding changes scores by float rounding (about 1e-7). "rerank" re-scores
+BM25 with a tiny random cross-encoder; its batched scores differ by float rounding too.
 """
 
 import pytest
 
-from searchgym.retrievers import BM25, Cached, Hybrid, Retriever
+from searchgym.errors import DependencyNotInstalled
+from searchgym.retrievers import BM25, Cached, Hybrid, Rerank, Retriever
 from searchgym.retrievers.dense import Dense
+from searchgym.retrievers.lucene import Lucene
 from searchgym.retrievers.remote import Remote
 from searchgym.retrievers.server import ServerThread, create_app
 
@@ -31,11 +34,26 @@ def remote(bm25):
         yield client
 
 
-@pytest.fixture(params=["bm25", "hybrid", "cached", "dense", "remote"])
+@pytest.fixture(scope="module")
+def rerank(bm25, tiny_cross_encoder_dir):
+    return Rerank(bm25, str(tiny_cross_encoder_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def lucene(tiny_corpus_path):
+    try:
+        index = Lucene.from_corpus(tiny_corpus_path)
+    except DependencyNotInstalled as e:  # pyserini or Java missing
+        pytest.skip(f"the lucene backend cannot run here: {e}")
+    yield index
+    index.close()
+
+
+@pytest.fixture(params=["bm25", "hybrid", "cached", "dense", "remote", "rerank", "lucene"])
 def retriever(request, bm25, tmp_path):
     if request.param == "bm25":
         return bm25
-    if request.param in ("dense", "remote"):
+    if request.param in ("dense", "remote", "rerank", "lucene"):
         return request.getfixturevalue(request.param)
     if request.param == "hybrid":
         stemless = BM25.from_corpus(request.getfixturevalue("tiny_corpus_path"), k1=0.9, b=0.4)
@@ -67,7 +85,7 @@ def test_empty_unknown_and_unicode_queries(retriever):
 
 def test_batch_equals_loop_of_singles(retriever):
     batched, singles = retriever.batch_search(QUERIES, 3), [retriever.search(q, 3) for q in QUERIES]
-    if isinstance(retriever, Dense):  # same ids, scores equal up to float rounding
+    if isinstance(retriever, (Dense, Rerank)):  # same ids, scores equal up to float rounding
         assert [[d.id for d in r] for r in batched] == [[d.id for d in r] for r in singles]
         batched, singles = ([d.score for r in x for d in r] for x in (batched, singles))
         singles = pytest.approx(singles, abs=1e-5)
