@@ -9,13 +9,16 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from searchgym.envs.backends import file_corpus, make_retriever, world_corpus
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
+from searchgym.envs.self_search import SelfSearchEnv
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
-from searchgym.retrievers import BM25, Doc, Retriever
+from searchgym.retrievers import BM25, Retriever
 from searchgym.retrievers.index import read_meta
 from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
+from searchgym.tasks.miniwiki import load_miniwiki, miniwiki_path
 from searchgym.tasks.task import Task
 from searchgym.tasks.world import load_world
 
@@ -31,13 +34,6 @@ def reward_weights(rewards: RewardWeights | dict[str, Any] | None) -> RewardWeig
     return RewardWeights(**rewards)
 
 
-@functools.lru_cache(maxsize=4)
-def world_bm25(seed: int, n_passages: int) -> BM25:
-    """The BM25 index of a generated world, built once per process and shared by its envs."""
-    world = load_world(seed=seed, n_passages=n_passages)
-    return BM25.build(Doc(p["id"], p["title"], p["text"]) for p in world.passages)
-
-
 def search_env(
     tasks: Sequence[Task],
     retriever: Retriever,
@@ -48,26 +44,90 @@ def search_env(
 ) -> TurnLimit:
     """A `SearchEnv` under a `TurnLimit`. ``options`` are SearchEnv's: ``protocol`` ("tags" or
     "tool_calls"), ``top_k`` (3) and ``max_obs_tokens`` (512)."""
-    known = set(inspect.signature(SearchEnv).parameters) - {"tasks", "retriever", "rewards"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        choices = sorted(known | {"max_turns", "rewards"})
-        raise ConfigError(f"unknown env option(s) {unknown}; the options are {choices}")
+    check_options(options)
     return TurnLimit(SearchEnv(tasks, retriever, rewards=reward_weights(rewards), **options), max_turns)
 
 
+def check_options(options: dict[str, Any]) -> None:
+    """Raise `ConfigError` for an option `search_env` does not take or for bad reward weights;
+    factories call it first, so a typo fails before any index is built."""
+    known = (set(inspect.signature(SearchEnv).parameters) - {"tasks", "retriever"}) | {"max_turns"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"unknown env option(s) {unknown}; the options are {sorted(known)}")
+    reward_weights(options.get("rewards"))
+
+
 def fictional_qa(
+    *,
+    backend: str = "bm25",
+    seed: int = 0,
+    n_passages: int = 2000,
+    split: str = "dev",
+    hops: int | list[int] | None = None,
+    encoder: str | Path | None = None,
+    reranker: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    show_progress: bool | None = None,
+    **options: Any,
+) -> TurnLimit:
+    """Questions about the generated world, searched over its corpus with ``backend`` (see
+    `searchgym.envs.backends.make_retriever` for ``encoder``, ``reranker``, ``cache_dir`` and
+    ``show_progress``); ``options`` go to `search_env`."""
+    check_options(options)
+    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    retriever = make_retriever(
+        backend,
+        world_corpus(seed, n_passages),
+        encoder=encoder,
+        reranker=reranker,
+        cache_dir=cache_dir,
+        show_progress=show_progress,
+    )
+    return search_env(tasks, retriever, **options)
+
+
+def fictional_self_search(
     *,
     seed: int = 0,
     n_passages: int = 2000,
     split: str = "dev",
     hops: int | list[int] | None = None,
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+) -> TurnLimit:
+    """Questions about the generated world answered with self-search (SSRL, `SelfSearchEnv`):
+    the same tasks as ``FictionalQA-BM25-v0``, which is the sim-to-real check."""
+    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    weights = reward_weights(rewards) if rewards is not None else None
+    return TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns)
+
+
+def mini_wiki(
+    *,
+    backend: str = "bm25",
+    split: str = "dev",
+    data_dir: str | Path | None = None,
+    encoder: str | Path | None = None,
+    reranker: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    show_progress: bool | None = None,
     **options: Any,
 ) -> TurnLimit:
-    """Questions about the generated world, searched with BM25 over its corpus; ``options`` go
-    to `search_env`."""
-    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
-    return search_env(tasks, world_bm25(seed, n_passages), **options)
+    """Which subject a sentence masks, over 10,033 real Wikipedia lead paragraphs (`load_miniwiki`),
+    searched over those paragraphs with ``backend`` (as in `fictional_qa`). The corpus is read from
+    ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
+    check_options(options)
+    tasks = load_miniwiki(split, data_dir=data_dir)
+    retriever = make_retriever(
+        backend,
+        file_corpus(miniwiki_path(data_dir), "miniwiki"),
+        encoder=encoder,
+        reranker=reranker,
+        cache_dir=cache_dir,
+        show_progress=show_progress,
+    )
+    return search_env(tasks, retriever, **options)
 
 
 @functools.lru_cache(maxsize=2)

@@ -27,6 +27,14 @@ BENCHMARK_ENVS = (
     ("MuSiQue", "musique"),
     ("Bamboogle", "bamboogle"),
 )
+# (Gymnasium name part, backend in searchgym.envs.backends) for the generated world and mini-wiki
+RETRIEVAL_BACKENDS = (
+    ("BM25", "bm25"),
+    ("Dense", "dense"),
+    ("Hybrid", "hybrid"),
+    ("Lucene", "lucene"),
+    ("Rerank", "rerank"),
+)
 
 
 def register(id: str, entry_point: str | Callable[..., gym.Env], **kwargs: Any) -> None:
@@ -60,11 +68,16 @@ def list_ids(namespace: str | None = NAMESPACE) -> list[str]:
 
 def _register_builtin() -> None:
     builtin = [
-        (f"{NAMESPACE}/FictionalQA-BM25-v0", f"{_FACTORIES}:fictional_qa", {}),
+        *(
+            (f"{NAMESPACE}/{family}-{name}-v0", f"{_FACTORIES}:{factory}", {"backend": backend})
+            for family, factory in (("FictionalQA", "fictional_qa"), ("MiniWiki", "mini_wiki"))
+            for name, backend in RETRIEVAL_BACKENDS
+        ),
         *(
             (f"{NAMESPACE}/{name}-BM25-v0", f"{_FACTORIES}:benchmark_qa", {"dataset": dataset})
             for name, dataset in BENCHMARK_ENVS
         ),
+        (f"{NAMESPACE}/FictionalQA-SelfSearch-v0", f"{_FACTORIES}:fictional_self_search", {}),
     ]
     for env_id, entry_point, kwargs in builtin:
         if env_id not in gym.registry:

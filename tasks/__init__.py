@@ -24,8 +24,9 @@ def load(name: str, split: str = "dev", **kwargs: Any) -> TaskSet:
     """Load a task set by name.
 
     ``fictional`` is the generated world (all hop counts) and ``fictional-Khop`` its K-hop
-    questions (keyword arguments ``seed``, ``n_passages``); the benchmark names (``nq``,
-    ``hotpotqa``, … see ``BENCHMARKS``) read local files (keyword argument ``data_dir``).
+    questions (keyword arguments ``seed``, ``n_passages``); ``miniwiki`` the questions over real
+    Wikipedia lead paragraphs and the benchmark names (``nq``, ``hotpotqa``, … see
+    ``BENCHMARKS``) read local files (keyword argument ``data_dir``).
     """
     m = _FICTIONAL.fullmatch(name)
     if m:
@@ -33,10 +34,14 @@ def load(name: str, split: str = "dev", **kwargs: Any) -> TaskSet:
 
         hops = int(m.group(1)) if m.group(1) else None
         return load_world(**kwargs).tasks(split, hops=hops)
+    if name == "miniwiki":
+        from searchgym.tasks.miniwiki import load_miniwiki
+
+        return load_miniwiki(split, **kwargs)
     if name in BENCHMARKS:
         return load_benchmark(name, split, **kwargs)
     raise ConfigError(
-        f"unknown task set {name!r}; use 'fictional', 'fictional-Khop' (K = 1..4) or one of "
+        f"unknown task set {name!r}; use 'fictional', 'fictional-Khop' (K = 1..4), 'miniwiki' or one of "
         f"{', '.join(BENCHMARKS)}"
     )
 

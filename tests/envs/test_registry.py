@@ -4,19 +4,28 @@ import warnings
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
+from test_backends import FAMILIES, miniwiki_paragraphs
+from test_backends import env_kwargs as backend_kwargs
 
 import searchgym
+from searchgym.envs import backends
 from searchgym.envs.registry import BENCHMARK_ENVS
 from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.retrievers import BM25
 from searchgym.tasks.datasets import BENCHMARKS
+from searchgym.tasks.miniwiki import miniwiki_path
 
 SMALL_WORLD = {"n_passages": 300}
 
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch, tiny_corpus_path):
-    """A data directory with one question per benchmark and a BM25 index of the tiny corpus."""
+    """A data directory with one question per benchmark, a BM25 index of the tiny corpus and a
+    small mini-wiki corpus; indexes are cached under tmp_path, never in the user's cache."""
+    path = miniwiki_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in miniwiki_paragraphs()), encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     for _, dataset in BENCHMARK_ENVS:
         path = tmp_path / "qa" / dataset / f"{BENCHMARKS[dataset].eval_split}.jsonl"
         path.parent.mkdir(parents=True)
@@ -27,8 +36,12 @@ def data_dir(tmp_path, monkeypatch, tiny_corpus_path):
     return tmp_path
 
 
-def small_kwargs(env_id):
-    return SMALL_WORLD if "FictionalQA" in env_id else {}
+def small_kwargs(request, env_id, tmp_path):
+    """Small corpora and the tiny random models (see test_backends.py) for env ``env_id``."""
+    family, _, backend = env_id.split("/")[1].rsplit("-v", 1)[0].partition("-")
+    if family in FAMILIES and backend.lower() in backends.BACKENDS:
+        return backend_kwargs(request, family, backend.lower(), tmp_path / "cache")
+    return SMALL_WORLD if family == "FictionalQA" else {}
 
 
 def test_every_id_is_listed_once():
@@ -39,8 +52,8 @@ def test_every_id_is_listed_once():
 
 
 @pytest.mark.parametrize("env_id", searchgym.list_ids())
-def test_env_checker_passes_for_every_registered_id(env_id, data_dir):
-    env = searchgym.make(env_id, **small_kwargs(env_id))
+def test_env_checker_passes_for_every_registered_id(request, env_id, data_dir, tmp_path):
+    env = searchgym.make(env_id, **small_kwargs(request, env_id, tmp_path))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*different from the unwrapped.*")
         check_env(env.unwrapped)

@@ -10,7 +10,7 @@ from searchgym.retrievers import Doc, read_corpus, write_corpus
 from searchgym.retrievers.docstore import DOCS_FILE, DocStore, write_docstore
 
 DOCS = [
-    Doc("b-2", "Zürich", "Lake Zürich.\nSecond line with \"quotes\" and \\ backslash."),
+    Doc("b-2", "Zürich", 'Lake Zürich.\nSecond line with "quotes" and \\ backslash.'),
     Doc("a-10", "日本", "東京は首都です。"),
     Doc("a-9", "", "no title"),
     Doc("c", "Paris", ""),

@@ -1,0 +1,262 @@
+"""The env ids per retrieval backend, on a small generated world and a small mini-wiki corpus,
+with the tiny random models of tests/conftest.py and a cache directory under tmp_path."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import searchgym
+from searchgym.agents import OracleAgent, run_episodes, summarize
+from searchgym.envs import backends
+from searchgym.envs.registry import RETRIEVAL_BACKENDS
+from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.retrievers import BM25, Dense, Encoder, Hybrid
+from searchgym.retrievers.index import KINDS
+from searchgym.tasks.miniwiki import miniwiki_path
+
+SMALL_WORLD = {"n_passages": 300}
+FAMILIES = ("FictionalQA", "MiniWiki")
+CLASSES = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid", "lucene": "Lucene", "rerank": "Rerank"}
+
+
+def lucene_missing() -> str | None:
+    if "lucene" not in KINDS:
+        return "the lucene index kind (retrievers/lucene.py) is not there yet"
+    if importlib.util.find_spec("pyserini") is None:
+        return 'pyserini is not installed (pip install "searchgym[lucene]")'
+    if shutil.which("java") is None:
+        return "pyserini needs a Java runtime and none is on PATH"
+    return None
+
+
+def rerank_missing() -> str | None:
+    if importlib.util.find_spec("searchgym.retrievers.rerank") is None:
+        return "retrievers/rerank.py is not there yet"
+    return None
+
+
+def miniwiki_paragraphs(n: int = 40) -> list[dict[str, str]]:
+    """``n`` paragraphs about made-up abbeys, each giving one question."""
+    rows = []
+    for i in range(n):
+        name = f"Quellmoor{chr(97 + i % 26)}{chr(97 + i // 26)} Abbey"
+        text = (
+            f"{name} is a ruined monastery beside the river number {i} in the northern hills. "
+            f"Pilgrims visiting {name} admire {i} painted ceilings, carved doors and a walled garden."
+        )
+        rows.append({"id": f"miniwiki-{i:05d}", "title": name, "text": text})
+    return rows
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch) -> Path:
+    """``$SEARCHGYM_DATA`` with a small mini-wiki corpus in it."""
+    path = miniwiki_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in miniwiki_paragraphs()), encoding="utf-8")
+    monkeypatch.setenv("SEARCHGYM_DATA", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def fresh_memo(tmp_path, monkeypatch):
+    """Each test builds its retrievers itself, and never in the user's cache directory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    backends.clear_memo()
+    yield
+    backends.clear_memo()
+
+
+def env_kwargs(request, family: str, backend: str, cache_dir: Path) -> dict:
+    """Small world, tiny models, a private cache; skips a backend whose code or runtime is missing."""
+    kwargs: dict = {
+        "cache_dir": cache_dir,
+        **(SMALL_WORLD if family == "FictionalQA" else {"split": "train"}),
+    }
+    if backend in ("dense", "hybrid"):
+        kwargs["encoder"] = request.getfixturevalue("tiny_encoder_dir")
+    if backend == "lucene" and (reason := lucene_missing()):
+        pytest.skip(reason)
+    if backend == "rerank":
+        if reason := rerank_missing():
+            pytest.skip(reason)
+        kwargs["reranker"] = request.getfixturevalue("tiny_cross_encoder_dir")
+    return kwargs
+
+
+def test_every_backend_is_registered_for_both_corpora():
+    ids = set(searchgym.list_ids())
+    for family in FAMILIES:
+        assert {f"searchgym/{family}-{name}-v0" for name, _ in RETRIEVAL_BACKENDS} <= ids
+    assert [backend for _, backend in RETRIEVAL_BACKENDS] == list(backends.BACKENDS)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("name", "backend"), RETRIEVAL_BACKENDS)
+def test_each_id_passes_the_env_checker_and_finds_the_evidence(
+    request, data_dir, tmp_path, family, name, backend
+):
+    env_id = f"searchgym/{family}-{name}-v0"
+    env = searchgym.make(env_id, **env_kwargs(request, family, backend, tmp_path / "cache"))
+    assert type(env.unwrapped.retriever).__name__ == CLASSES[backend]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*different from the unwrapped.*")
+        check_env(env.unwrapped)
+
+    task = env.unwrapped.tasks[0]
+    obs, info = env.reset(seed=0, options={"task": task})
+    agent = OracleAgent()
+    agent.reset(info)
+    obs, _, terminated, _, info = env.step(agent.act(obs))
+    assert not terminated and info["tool"] == "search" and len(info["doc_ids"]) == 3
+    if backend in ("bm25", "lucene"):  # the tiny models of the other backends are random
+        assert task.evidence[0] in info["doc_ids"]
+    env.close()
+
+
+def test_oracle_finds_every_miniwiki_source_with_bm25(data_dir):
+    env_fn = lambda: searchgym.make("searchgym/MiniWiki-BM25-v0", split="train")  # noqa: E731
+    tasks = env_fn().unwrapped.tasks
+    episodes = run_episodes(env_fn, OracleAgent, tasks)
+    metrics = summarize(episodes)
+    assert metrics["n"] == len(tasks) >= 25
+    assert metrics["em"] == 1.0 and metrics["evidence_recall"] == 1.0
+
+
+def count_passage_encodings(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = Encoder.encode_passages
+
+    def counting(self, passages, **kwargs):
+        calls.append(len(passages))
+        return original(self, passages, **kwargs)
+
+    monkeypatch.setattr(Encoder, "encode_passages", counting)
+    return calls
+
+
+def test_dense_index_is_built_once_and_reopened_from_the_cache(tiny_encoder_dir, tmp_path, monkeypatch):
+    calls = count_passage_encodings(monkeypatch)
+    cache = tmp_path / "cache"
+    kwargs = {"encoder": tiny_encoder_dir, "cache_dir": cache, **SMALL_WORLD}
+    env = searchgym.make("searchgym/FictionalQA-Dense-v0", **kwargs)
+    assert sum(calls) == len(env.unwrapped.retriever) > 250  # every passage encoded once
+    (folder,) = cache.iterdir()  # one complete folder, no temporary one left behind
+    assert folder.name.startswith("fictional-s0-n300-dense-")
+    query = env.unwrapped.tasks[0].question
+    before = [(d.id, round(d.score, 5)) for d in env.unwrapped.retriever.search(query, k=5)]
+    built_at = (folder / "index.faiss").stat().st_mtime_ns
+
+    assert (
+        searchgym.make("searchgym/FictionalQA-Dense-v0", **kwargs).unwrapped.retriever
+        is env.unwrapped.retriever
+    )
+    backends.clear_memo()  # as in a new process
+    calls.clear()
+    again = searchgym.make("searchgym/FictionalQA-Dense-v0", **kwargs).unwrapped.retriever
+    hybrid = searchgym.make("searchgym/FictionalQA-Hybrid-v0", **kwargs).unwrapped.retriever
+    assert calls == []  # nothing encoded: the index came from the cache
+    assert isinstance(again, Dense) and again is not env.unwrapped.retriever
+    assert (
+        isinstance(hybrid, Hybrid)
+        and hybrid.retrievers[1] is again
+        and isinstance(hybrid.retrievers[0], BM25)
+    )
+    assert [(d.id, round(d.score, 5)) for d in again.search(query, k=5)] == before
+    assert (folder / "index.faiss").stat().st_mtime_ns == built_at
+    assert list(cache.iterdir()) == [folder]
+
+
+def test_lucene_index_is_cached_too(tmp_path):
+    if reason := lucene_missing():
+        pytest.skip(reason)
+    kwargs = {"cache_dir": tmp_path / "cache", **SMALL_WORLD}
+    env = searchgym.make("searchgym/FictionalQA-Lucene-v0", **kwargs)
+    first, query = env.unwrapped.retriever, env.unwrapped.tasks[0].question
+    (folder,) = (tmp_path / "cache").iterdir()
+    assert folder.name.startswith("fictional-s0-n300-lucene-")
+    stamp = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    backends.clear_memo()
+    again = searchgym.make("searchgym/FictionalQA-Lucene-v0", **kwargs).unwrapped.retriever
+    assert again is not first and len(again) == len(first)
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == stamp  # opened, not rebuilt
+    assert again.search(query, k=3) == first.search(query, k=3) != []
+
+
+def test_cache_key_covers_the_corpus_and_the_encoder(tiny_encoder_dir, tmp_path):
+    cache = tmp_path / "cache"
+    other_encoder = shutil.copytree(tiny_encoder_dir, tmp_path / "other-encoder")
+    for encoder, n_passages in [(tiny_encoder_dir, 300), (tiny_encoder_dir, 320), (other_encoder, 300)]:
+        searchgym.make(
+            "searchgym/FictionalQA-Dense-v0", encoder=encoder, cache_dir=cache, n_passages=n_passages
+        )
+    names = sorted(p.name for p in cache.iterdir())
+    assert len(names) == 3
+    assert [n.rsplit("-", 1)[0] for n in names] == [
+        "fictional-s0-n300-dense",
+        "fictional-s0-n300-dense",
+        "fictional-s0-n320-dense",
+    ]
+
+
+def test_failed_build_leaves_nothing_in_the_cache(tiny_encoder_dir, tmp_path, monkeypatch):
+    def broken(self, passages, **kwargs):
+        raise KeyboardInterrupt  # as if the user stopped a long build
+
+    monkeypatch.setattr(Encoder, "encode_passages", broken)
+    with pytest.raises(KeyboardInterrupt):
+        searchgym.make(
+            "searchgym/FictionalQA-Dense-v0", encoder=tiny_encoder_dir, cache_dir=tmp_path, **SMALL_WORLD
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_damaged_cache_says_how_to_rebuild(tiny_encoder_dir, tmp_path):
+    kwargs = {"encoder": tiny_encoder_dir, "cache_dir": tmp_path, **SMALL_WORLD}
+    searchgym.make("searchgym/FictionalQA-Dense-v0", **kwargs)
+    (folder,) = tmp_path.iterdir()
+    (folder / "searchgym.json").unlink()
+    backends.clear_memo()
+    with pytest.raises(DataNotFoundError, match="delete that folder and make the env again to rebuild it"):
+        searchgym.make("searchgym/FictionalQA-Dense-v0", **kwargs)
+
+
+def test_default_cache_dir_follows_xdg(tiny_encoder_dir, tmp_path):
+    assert backends.default_cache_dir() == tmp_path / "xdg-cache" / "searchgym" / "indexes"
+    searchgym.make("searchgym/FictionalQA-Dense-v0", encoder=tiny_encoder_dir, **SMALL_WORLD)
+    assert len(list(backends.default_cache_dir().iterdir())) == 1
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "message"),
+    [
+        (
+            "FictionalQA-BM25-v0",
+            {"encoder": "x"},
+            "encoder= applies to the dense and hybrid backends, not 'bm25'",
+        ),
+        ("FictionalQA-Dense-v0", {"reranker": "x"}, "reranker= applies to the rerank backend, not 'dense'"),
+        (
+            "FictionalQA-BM25-v0",
+            {"backend": "splade"},
+            "unknown retrieval backend 'splade'; choose one of bm25",
+        ),
+        ("FictionalQA-Dense-v0", {"top_kk": 2}, r"unknown env option\(s\) \['top_kk'\]"),
+    ],
+)
+def test_options_that_do_not_apply_are_config_errors(env_id, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        searchgym.make(f"searchgym/{env_id}", **SMALL_WORLD, **kwargs)
+
+
+def test_miniwiki_without_its_corpus_names_the_fetch_script(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCHGYM_DATA", str(tmp_path))
+    with pytest.raises(DataNotFoundError, match=r"python data_scripts/fetch_miniwiki.py --out "):
+        searchgym.make("searchgym/MiniWiki-BM25-v0")
