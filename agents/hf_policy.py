@@ -8,8 +8,13 @@ from pathlib import Path
 import torch
 
 from searchgym.agents.models import DEFAULT_MODEL, resolve_model
-from searchgym.agents.policy import Completion, Message, SamplingParams, check_conversations
-from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.agents.policy import (
+    Completion,
+    SamplingParams,
+    TokenizedPolicy,
+    check_token_prompts,
+)
+from searchgym.errors import DataNotFoundError
 
 
 class _SampledLogprobs:
@@ -37,7 +42,7 @@ class _SampledLogprobs:
             self._last = None
 
 
-class HFPolicy:
+class HFPolicy(TokenizedPolicy):
     """Generate with a transformers causal LM (``model`` is a hub id, a local directory, or the
     alias ``smollm2-135m-instruct``; see `searchgym.agents.models`).
 
@@ -91,25 +96,8 @@ class HFPolicy:
         ids = ids if isinstance(ids, list) else [ids]
         return {i for i in ids if i is not None} | {self.tokenizer.eos_token_id}
 
-    def apply_chat_template(self, conversation: Sequence[Message]) -> list[int]:
-        """Token ids of ``conversation`` followed by the assistant's generation prompt."""
-        if not self.tokenizer.chat_template:
-            raise ConfigError(f"{self.name!r} has no chat template; use generate() with token ids")
-        return list(
-            self.tokenizer.apply_chat_template(
-                list(conversation), add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-        )
-
-    def chat(self, conversations: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
-        check_conversations(conversations)
-        return self.generate([self.apply_chat_template(c) for c in conversations], params)
-
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
-        if isinstance(prompts, (str, bytes)) or any(isinstance(p, str) for p in prompts):
-            raise TypeError("generate takes token ids; use chat() for messages")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_token_prompts(prompts)
         # an explicit seed repeats exactly; otherwise successive calls differ, reproducibly per run
         seed = self.seed + self._calls if params.seed is None else params.seed
         self._calls += 1

@@ -11,8 +11,9 @@ what the GRPO importance ratio compares against. The sampling types live in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from searchgym.errors import ConfigError
 from searchgym.generation import (
     Completion,
     FinishReason,
@@ -27,6 +28,7 @@ __all__ = [
     "FinishReason",
     "Message",
     "Policy",
+    "TokenizedPolicy",
     "SamplingParams",
     "TextGenerator",
     "check_conversations",
@@ -46,3 +48,36 @@ class Policy(Protocol):
     def chat(self, conversations: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
         """Complete conversations (``[{"role": ..., "content": ...}, ...]``) as the assistant."""
         ...
+
+
+class TokenizedPolicy:
+    """The part of a policy that holds a tokenizer: ``chat`` templates the conversations and
+    calls the subclass's ``generate`` on token ids."""
+
+    name: str
+    tokenizer: Any
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        raise NotImplementedError
+
+    def apply_chat_template(self, conversation: Sequence[Message]) -> list[int]:
+        """Token ids of ``conversation`` followed by the assistant's generation prompt."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"{self.name!r} has no chat template; use generate() with token ids")
+        return list(
+            self.tokenizer.apply_chat_template(
+                list(conversation), add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
+
+    def chat(self, conversations: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
+        check_conversations(conversations)
+        return self.generate([self.apply_chat_template(c) for c in conversations], params)
+
+
+def check_token_prompts(prompts: Sequence[Sequence[int]]) -> None:
+    """Reject text where token ids are expected, and empty prompts."""
+    if isinstance(prompts, (str, bytes)) or any(isinstance(p, str) for p in prompts):
+        raise TypeError("generate takes token ids; use chat() for messages")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")

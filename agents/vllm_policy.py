@@ -30,12 +30,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from searchgym.agents.models import DEFAULT_MODEL, resolve_model
-from searchgym.agents.policy import Completion, Message, SamplingParams, check_conversations
-from searchgym.errors import ConfigError, PolicyError, import_optional
+from searchgym.agents.policy import (
+    Completion,
+    SamplingParams,
+    TokenizedPolicy,
+    check_token_prompts,
+)
+from searchgym.errors import PolicyError, import_optional
 from searchgym.generation import request_seed  # the same per-request seeds as OpenAIPolicy
 
 
-class VLLMPolicy:
+class VLLMPolicy(TokenizedPolicy):
     """Generate with ``vllm.LLM`` (``model`` is a hub id, a local directory, or the alias
     ``smollm2-135m-instruct``; see `searchgym.agents.models`). ``llm_kwargs`` go to ``vllm.LLM``
     unchanged (and override the defaults set here)."""
@@ -71,25 +76,8 @@ class VLLMPolicy:
         self.tokenizer = self.llm.get_tokenizer()
         self._calls = 0
 
-    def apply_chat_template(self, conversation: Sequence[Message]) -> list[int]:
-        """Token ids of ``conversation`` followed by the assistant's generation prompt."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"{self.name!r} has no chat template; use generate() with token ids")
-        return list(
-            self.tokenizer.apply_chat_template(
-                list(conversation), add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-        )
-
-    def chat(self, conversations: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
-        check_conversations(conversations)
-        return self.generate([self.apply_chat_template(c) for c in conversations], params)
-
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
-        if isinstance(prompts, (str, bytes)) or any(isinstance(p, str) for p in prompts):
-            raise TypeError("generate takes token ids; use chat() for messages")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_token_prompts(prompts)
         if not prompts:
             return []
         # an explicit seed repeats exactly; otherwise successive calls differ, reproducibly per run
