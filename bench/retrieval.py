@@ -469,7 +469,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--fit-passages", type=int, help="real embeddings to fit; default 2,000 (--quick: 64)"
     )
-    parser.add_argument("--ef-construction", type=int, default=40)
+    parser.add_argument("--ef-construction", type=int, default=100)
     parser.add_argument("--ef-search", type=int, nargs="+", help="default 16 32 64 128 256 512")
     parser.add_argument("--nprobe", type=int, nargs="+", help="default 1 4 16 64 256")
     parser.add_argument("--threads", type=int, default=2, help="threads of batched search and index builds")
