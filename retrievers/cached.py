@@ -22,6 +22,34 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (namespace, query, k))"""
 
 
+class SQLiteFile:
+    """An SQLite file in WAL mode with one connection per thread: readers never block, writers
+    wait their turn, and several processes can share the file. ``schema`` runs once on open."""
+
+    def __init__(self, path: str | os.PathLike, schema: str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self.connection() as db:
+            db.execute(schema)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=60)
+            db.execute("PRAGMA journal_mode=WAL")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
 class Cached:
     """Memoise ``inner``'s results in ``path``. ``hits`` and ``misses`` count lookups.
 
@@ -39,27 +67,16 @@ class Cached:
         if not namespace:
             raise ValueError("give the cache a namespace naming the index, e.g. 'wiki18-bm25'")
         self.inner, self.namespace = inner, namespace
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._db() as db:
-            db.execute(_SCHEMA)
+        self._file = SQLiteFile(path, _SCHEMA)
+        self.path = self._file.path
         self.hits = self.misses = 0
-
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=60)
-            db.execute("PRAGMA journal_mode=WAL")
-            self._local.db = db
-        return db
 
     def search(self, query: str, k: int = 3) -> list[Doc]:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
         check_batch(queries, k)
-        db = self._db()
+        db = self._file.connection()
         found: dict[str, list[Doc]] = {}
         for q in dict.fromkeys(queries):  # each distinct query once
             row = db.execute(
@@ -87,8 +104,5 @@ class Cached:
         return self.inner.doc(doc_id)
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._file.close()
         self.inner.close()

@@ -25,8 +25,6 @@ import json
 import numbers
 import os
 import re
-import sqlite3
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,7 @@ import numpy as np
 from searchgym.errors import ConfigError, PolicyError, RetrieverError
 from searchgym.generation import Message, SamplingParams, TextGenerator
 from searchgym.retrievers.base import Doc, SearchContext, check_batch
+from searchgym.retrievers.cached import SQLiteFile
 
 DEFAULT_PARAMS = SamplingParams(max_new_tokens=640, temperature=0.0)
 _MAX_TITLE_CHARS = 200
@@ -406,19 +405,8 @@ class _DocCache:
     never block; several processes can share the file); one connection per thread."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._db() as db:
-            db.execute(_SCHEMA)
-
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=60)
-            db.execute("PRAGMA journal_mode=WAL")
-            self._local.db = db
-        return db
+        self._file = SQLiteFile(path, _SCHEMA)
+        self._db = self._file.connection
 
     def get(self, namespace: str, keys: set[_Key], k: int) -> dict[_Key, list[Doc]]:
         db, found = self._db(), {}
@@ -441,7 +429,4 @@ class _DocCache:
             db.executemany("INSERT OR REPLACE INTO simulated VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._file.close()
