@@ -42,6 +42,25 @@ class _SampledLogprobs:
             self._last = None
 
 
+class _StopStrings:
+    """Stop a row once its generated text contains a stop string.
+
+    Transformers' own ``stop_strings`` option precomputes a table over the whole vocabulary on
+    every ``generate`` call (seconds for a 49k vocabulary, more than the generation itself in a
+    multi-turn rollout). Decoding the last few tokens of each row is enough: every token is at
+    least one character, so a stop string of n characters lies within the last n + 1 tokens.
+    """
+
+    def __init__(self, tokenizer, stop: Sequence[str], prompt_length: int) -> None:
+        self.tokenizer, self.stop, self.start = tokenizer, tuple(stop), prompt_length
+        self.tail = max(len(s) for s in self.stop) + 1
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs) -> torch.Tensor:
+        new = input_ids[:, self.start :]
+        texts = self.tokenizer.batch_decode(new[:, -self.tail :], skip_special_tokens=False)
+        return torch.tensor([any(s in t for s in self.stop) for t in texts], device=input_ids.device)
+
+
 class HFPolicy(TokenizedPolicy):
     """Generate with a transformers causal LM (``model`` is a hub id, a local directory, or the
     alias ``smollm2-135m-instruct``; see `searchgym.agents.models`).
@@ -121,8 +140,9 @@ class HFPolicy(TokenizedPolicy):
             temperature=params.temperature if sampling else None,
             top_p=params.top_p if sampling else None,
             top_k=None,
-            stop_strings=list(params.stop) or None,
-            tokenizer=self.tokenizer if params.stop else None,
+            stopping_criteria=[_StopStrings(self.tokenizer, params.stop, batch["input_ids"].shape[1])]
+            if params.stop
+            else None,
             pad_token_id=self.tokenizer.pad_token_id,
             logits_processor=[recorder],
         )
