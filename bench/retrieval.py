@@ -469,8 +469,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--fit-passages", type=int, help="real embeddings to fit; default 2,000 (--quick: 64)"
     )
-    parser.add_argument("--ef-construction", type=int, default=100)
-    parser.add_argument("--ef-search", type=int, nargs="+", help="default 16 32 64 128 256 512")
+    parser.add_argument("--ef-construction", type=int, default=200, help="default 200, as searchgym's Dense")
+    parser.add_argument("--ef-search", type=int, nargs="+", help="default 16 32 64 96 128 256 512")
     parser.add_argument("--nprobe", type=int, nargs="+", help="default 1 4 16 64 256")
     parser.add_argument("--threads", type=int, default=2, help="threads of batched search and index builds")
     parser.add_argument("--work-dir", type=Path, default=default_data_dir() / "bench-retrieval")
@@ -482,7 +482,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.queries = args.queries or (200 if quick else 1_000)
     args.dense_vectors = args.dense_vectors or args.world_passages
     args.fit_passages = args.fit_passages if args.fit_passages is not None else (64 if quick else 2_000)
-    args.ef_search = args.ef_search or ([16, 32, 64, 128] if quick else [16, 32, 64, 128, 256, 512])
+    args.ef_search = args.ef_search or ([16, 32, 64, 128] if quick else [16, 32, 64, 96, 128, 256, 512])
     args.nprobe = args.nprobe or ([1, 8, 32] if quick else [1, 4, 16, 64, 256])
     return args
 
