@@ -1,0 +1,231 @@
+"""Any searchgym env as the ``environment_factory`` of trl's ``GRPOTrainer``.
+
+trl (>= 1.16) turns the public methods of an environment class into tools, renders them with the
+model's chat template, parses the model's tool calls, runs them, appends their results as tool
+messages (masked out of the loss) and scores each finished rollout with ``get_reward()``.
+`TrlEnv` is such a class: ``search(query)`` and ``answer(answer)`` write the call in the env's
+own action protocol and step the searchgym env with it, so retrieval, turn limits, reward
+components and their weights (outcome, format, cost) are exactly the env's; ``get_reward()`` is
+the episode's summed searchgym reward. `trl_dataset` turns tasks into the rows trl reads: the
+env's own first observation (instructions and question) as the prompt, plus the task, which
+``reset(**row)`` hands to the env as ``options={"task": ...}``.
+
+Training on a searchgym env with trl::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from searchgym.agents import TrlEnv, trl_dataset
+
+    env_id = "searchgym/FictionalQA-BM25-v0"
+    trainer = GRPOTrainer(
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+        args=GRPOConfig(max_completion_length=2048, max_tool_calling_iterations=8),
+        train_dataset=trl_dataset(env_id, split="train"),  # env options select the tasks
+        environment_factory=TrlEnv.factory(env_id),
+    )
+    trainer.train()
+
+trl needs a chat template that does tool calling and that it can parse (Qwen2.5's, Qwen3's,
+Llama 3.1's, …); for a model without one, such as SmolLM2, set ``tokenizer.chat_template =
+trl.chat_template_utils.qwen2_5_chat_template`` and pass ``processing_class=tokenizer``.
+Set ``max_tool_calling_iterations`` to the env's turn limit (8 for the registered envs).
+
+Reward functions passed as ``reward_funcs`` receive the rollouts' `TrlEnv` instances as
+``environments``; their ``info`` holds the answer step's ``em``, ``f1`` and counters.
+
+The env must use the ``tool_calls`` protocol (the default here), because trl parses tool calls
+through the chat template: a prompt that asked for Search-R1 tags would never yield a call trl
+can run. Self-search envs, where the policy writes its own search results, cannot be driven
+through tools. A rollout that ends without an ``answer`` call earns what its steps earned (costs
+only); calls after the episode is over do not step the env and say so. trl itself catches a call
+with unknown arguments and counts it as a tool failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+
+from searchgym.envs.protocols import ToolCallsProtocol
+from searchgym.envs.registry import make
+from searchgym.envs.search_env import SearchEnv
+from searchgym.envs.tools import ANSWER, SEARCH, Tool, ToolCall
+from searchgym.errors import ConfigError
+from searchgym.tasks.task import Task
+
+if TYPE_CHECKING:
+    import datasets
+
+DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+ANSWERED = "Your answer is recorded. The episode is over."
+EPISODE_OVER = "The episode is over; tool calls are no longer carried out."
+TURN_LIMIT = "The turn limit is reached. The episode is over."
+
+
+def _tool_env(env: str | gym.Env, env_kwargs: dict[str, Any]) -> gym.Env:
+    """Make ``env`` (an id) with the ``tool_calls`` protocol unless told otherwise, or check that
+    a made env uses it; `ConfigError` for envs trl cannot drive through tool calls."""
+    if isinstance(env, str):
+        if "protocol" not in env_kwargs and _takes_protocol(env):
+            env_kwargs = {**env_kwargs, "protocol": "tool_calls"}
+        env = make(env, **env_kwargs)
+    elif env_kwargs:
+        raise ConfigError(f"env options {sorted(env_kwargs)} apply only when the env is given by id")
+    inner = env.unwrapped
+    if not isinstance(inner, SearchEnv):
+        raise ConfigError(f"the trl adapter drives a SearchEnv, got {type(inner).__name__}")
+    if not isinstance(inner.protocol, ToolCallsProtocol):
+        name = env.spec.id if env.spec else type(inner).__name__
+        raise ConfigError(
+            f"{name} uses the {inner.protocol.name!r} protocol, but trl parses tool calls with the chat "
+            "template: make the env with protocol='tool_calls' (self-search envs cannot run as tools)"
+        )
+    return env
+
+
+def _takes_protocol(env_id: str) -> bool:
+    """Whether the registered entry point of ``env_id`` accepts a ``protocol`` option."""
+    if env_id not in gym.registry:
+        return False  # `make` raises the helpful error
+    creator = gym.registry[env_id].entry_point
+    if isinstance(creator, str):
+        creator = load_env_creator(creator)
+    params = inspect.signature(creator).parameters.values()
+    return any(p.name == "protocol" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+class TrlEnv:
+    """One rollout's searchgym env, with the env's tools as methods for trl's ``GRPOTrainer``.
+
+    trl makes one instance per rollout and reuses it: ``reset(**row)`` starts the row's task,
+    each tool call steps the env, ``get_reward()`` sums the episode's rewards. Public attributes
+    (not methods, which trl would expose as tools): ``env``, ``task``, ``reward``, ``calls`` (tool
+    calls that stepped the env, by name), ``info`` (the last step's info) and ``done``.
+    """
+
+    def __init__(self, env: str | gym.Env = DEFAULT_ENV, **env_kwargs: Any) -> None:
+        self.env = _tool_env(env, env_kwargs)
+        self.protocol: ToolCallsProtocol = self.env.unwrapped.protocol
+        self.task: Task | None = None
+        self.reward = 0.0
+        self.calls: Counter[str] = Counter()
+        self.info: dict[str, Any] = {}
+        self.done = True
+        self._tasks_by_id: dict[str, Task] | None = None
+
+    @classmethod
+    def factory(cls, env: str = DEFAULT_ENV, **env_kwargs: Any) -> Callable[[], TrlEnv]:
+        """The zero-argument callable trl's ``environment_factory`` takes. The first env is made
+        here, so a bad id or option fails before training starts."""
+        cls(env, **env_kwargs)
+        return functools.partial(cls, env, **env_kwargs)
+
+    def reset(self, task: str | None = None, task_id: str | None = None, **row: Any) -> None:
+        """Start the episode of one dataset row: ``task`` is a task as JSON (`trl_dataset` writes
+        it), else ``task_id`` names one of the env's own tasks. trl passes every column of the
+        row, so the others (``prompt`` first) are ignored. Returns None: the prompt is the row's."""
+        if task is not None:
+            self.task = Task.from_dict(json.loads(task))
+        elif task_id is not None:
+            self.task = self._own_task(task_id)
+        else:
+            raise ConfigError(
+                f"a dataset row needs a 'task' (JSON) or 'task_id' column; got columns {sorted(row)}; "
+                "build rows with trl_dataset()"
+            )
+        self.env.reset(options={"task": self.task})
+        self.reward = 0.0
+        self.calls = Counter()
+        self.info = {}
+        self.done = False
+
+    def search(self, query: str) -> str:
+        return self._step(ToolCall(SEARCH.name, {"query": query}))
+
+    def answer(self, answer: str) -> str:
+        return self._step(ToolCall(ANSWER.name, {"answer": answer}))
+
+    def get_reward(self) -> float:
+        """The summed reward of the episode so far (the env's weights)."""
+        return self.reward
+
+    # -- helpers (private: trl exposes every public method as a tool) ------------------------
+    def _step(self, call: ToolCall) -> str:
+        if self.done:
+            return EPISODE_OVER
+        self.calls[call.name] += 1
+        observation, reward, terminated, truncated, self.info = self.env.step(self.protocol.format_call(call))
+        self.reward += float(reward)
+        self.done = terminated or truncated
+        text = self._unwrap(observation)
+        if terminated:  # only an answer terminates
+            return ANSWERED
+        if truncated:
+            return f"{text}\n\n{TURN_LIMIT}".lstrip()
+        return text
+
+    def _unwrap(self, observation: str) -> str:
+        """The tool result without the protocol's result tags: the chat template adds its own."""
+        tag = self.protocol.result_tag
+        return observation.strip().removeprefix(f"<{tag}>").removesuffix(f"</{tag}>").strip()
+
+    def _own_task(self, task_id: str) -> Task:
+        if self._tasks_by_id is None:
+            self._tasks_by_id = {t.id: t for t in self.env.unwrapped.tasks}
+        try:
+            return self._tasks_by_id[task_id]
+        except KeyError:
+            raise ConfigError(
+                f"task {task_id!r} is not one of the env's {len(self._tasks_by_id)} tasks; "
+                "give the row a 'task' column (trl_dataset writes one)"
+            ) from None
+
+
+def _tool_docstring(tool: Tool) -> str:
+    """A Google-style docstring, which is what transformers reads a tool's JSON schema from.
+
+    >>> print(_tool_docstring(ANSWER).rstrip())
+    Give the final answer, as short as possible, without explanation. This ends the episode.
+    <BLANKLINE>
+    Args:
+        answer: The final answer.
+    """
+    args = "\n".join(f"    {p.name}: {p.description}" for p in tool.params)
+    return f"{tool.description}\n\nArgs:\n{args}\n"
+
+
+# The tools' descriptions come from the same `Tool` definitions the env's protocol is built from.
+TrlEnv.search.__doc__ = _tool_docstring(SEARCH)
+TrlEnv.answer.__doc__ = _tool_docstring(ANSWER)
+
+
+def trl_dataset(
+    env: str | gym.Env = DEFAULT_ENV, tasks: Sequence[Task] | None = None, **env_kwargs: Any
+) -> datasets.Dataset:
+    """One row per task for ``GRPOTrainer``: ``prompt`` (one user message holding the env's first
+    observation: its instructions and the question), ``task_id`` and ``task`` (the task as JSON,
+    so any task set runs on any env over the same corpus). ``tasks`` defaults to the env's own,
+    which ``env_kwargs`` (for example ``split="train"``) select."""
+    from datasets import Dataset  # a dependency of trl; imported here, as it is slow to import
+
+    env = _tool_env(env, env_kwargs)
+    tasks = env.unwrapped.tasks if tasks is None else tasks
+    if not tasks:
+        raise ConfigError("trl_dataset needs at least one task")
+    rows = []
+    for task in tasks:
+        observation, _ = env.reset(options={"task": task})
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": observation}],
+                "task_id": task.id,
+                "task": json.dumps(task.to_dict(), ensure_ascii=False),
+            }
+        )
+    return Dataset.from_list(rows)
