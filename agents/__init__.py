@@ -1,4 +1,4 @@
-"""Agents: the `Agent` protocol, scripted baselines and the rollout runner."""
+"""Agents: the `Agent` protocol, scripted baselines, the rollout runner and the trl adapter."""
 
 from searchgym.agents.base import Agent
 from searchgym.agents.registry import AGENTS, make_agent
@@ -13,6 +13,7 @@ from searchgym.agents.rollout import (
     summarize_by,
 )
 from searchgym.agents.scripted import HeuristicAgent, OracleAgent, RandomAgent
+from searchgym.agents.trl_env import TrlEnv, trl_dataset
 
 __all__ = [
     "AGENTS",
@@ -21,6 +22,7 @@ __all__ = [
     "HeuristicAgent",
     "OracleAgent",
     "RandomAgent",
+    "TrlEnv",
     "Turn",
     "load_episodes",
     "make_agent",
@@ -29,4 +31,5 @@ __all__ = [
     "save_episodes",
     "summarize",
     "summarize_by",
+    "trl_dataset",
 ]

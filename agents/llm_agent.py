@@ -31,14 +31,16 @@ class Trajectory:
     """The tokens of one episode: ``prompt_ids`` then ``ids``. ``mask[i]`` is 1 where ``ids[i]``
     is a policy token the loss trains on, 0 for observation and template tokens and for the
     policy's self-written search results (self-search). ``logprobs[i]`` is the sampling
-    log-prob of every policy-generated token, 0.0 for the others. ``turn_ends[t]`` is the length
-    of ``ids`` after turn t's generated tokens."""
+    log-prob of every policy-generated token, 0.0 for the others. ``turn_starts[t]`` and
+    ``turn_ends[t]`` delimit turn t's generated tokens in ``ids``; so ``prompt_ids +
+    ids[:turn_starts[t + 1]]`` is what the policy saw after turn t and its observation."""
 
     prompt_ids: list[int]
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)
 
     def extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:
         self.ids.extend(ids)
@@ -198,5 +200,6 @@ class PolicyAgent:
             self._messages.append({"role": "assistant", "content": completion.text})
         if self.trajectory is not None:
             logprobs = completion.logprobs or [0.0] * len(completion.token_ids)
+            self.trajectory.turn_starts.append(len(self.trajectory.ids))
             self.trajectory.extend(completion.token_ids, 0 if self._writing_information else 1, logprobs)
             self.trajectory.turn_ends.append(len(self.trajectory.ids))

@@ -1,9 +1,10 @@
-"""The one command-line entry point: ``searchgym list | eval | index build | serve``."""
+"""The one command-line entry point: ``searchgym list | eval | train | index build | serve | plot``."""
 
 from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import math
 import os
@@ -68,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--temperature", type=float, default=0.0, help="language-model agents: 0 is greedy (default)"
     )
     p.add_argument("--max-new-tokens", type=int, default=256, help="language-model agents: per turn")
+    p.add_argument(
+        "--simulator",
+        default=None,
+        metavar="BACKEND:MODEL",
+        help="the model that plays the search engine, for envs that simulate one (e.g. "
+        "searchgym/FictionalQA-Simulated-v0): named as for --agent, e.g. hf:smollm2-135m-instruct (the "
+        "same name and --seed as an agent share its loaded model); a noise curriculum stays at step 0",
+    )
     p.add_argument("--out", type=Path, default=None, help="output directory (default runs/eval/ENV)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -99,6 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topk", type=int, default=3, help="k when a request gives none")
     p.add_argument("--max-batch", type=int, default=64, help="most queries per batched search")
     p.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long to gather a batch")
+
+    p = sub.add_parser("train", help="train a policy with GRPO on an environment (see configs/)")
+    p.add_argument("--config", type=Path, default=None, help="YAML config (keys of GRPOConfig)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, value read as YAML (e.g. --set steps=20 --set env_kwargs={hops:[2]})",
+    )
+    p.add_argument("--run-dir", default=None, help="where checkpoints, metrics and plots go")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run dir")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    p = sub.add_parser("plot", help="draw a training run's curves from its metrics.jsonl")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the --run-dir of a training run")
+    p.add_argument("--out", type=Path, default=None, help="where the PNGs go (default RUN_DIR/plots)")
+    p.add_argument("--window", type=int, default=None, help="points per moving average (default n/10)")
     return parser
 
 
@@ -149,6 +176,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from searchgym.agents.grpo import load_config, train
+    from searchgym.agents.train_log import read_metrics
+    from searchgym.plots import plot_training_curves
+
+    overrides = list(args.set)
+    if args.run_dir:
+        overrides.append(f"run_dir={args.run_dir}")
+    if args.resume:
+        overrides.append("resume=true")
+    if args.no_progress:
+        overrides.append("progress=false")
+    cfg = load_config(args.config, overrides)
+    summary = train(cfg)
+    if summary["is_main_process"]:
+        for when in ("before", "after"):
+            metrics = summary[f"eval_{when}"]
+            if metrics:
+                print(
+                    f"dev {when:>6}: EM {metrics['em']:.3f}  F1 {metrics['f1']:.3f}  "
+                    f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
+                    f"(n {metrics['n']:.0f})"
+                )
+        plots = plot_training_curves(read_metrics(cfg.run_dir), Path(cfg.run_dir) / "plots")
+        print(
+            f"{cfg.steps} steps in {summary['wall_s']:.0f} s; metrics, checkpoints and {len(plots)} "
+            f"plots in {cfg.run_dir}"
+        )
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from searchgym.agents.train_log import read_metrics
+    from searchgym.plots import plot_training_curves
+
+    metrics = read_metrics(args.run_dir)
+    if not any(len(row) > 1 for row in metrics):
+        raise SearchGymError(f"{args.run_dir / 'metrics.jsonl'} holds no metrics yet")
+    for path in plot_training_curves(metrics, args.out or args.run_dir / "plots", window=args.window):
+        print(path)
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -164,7 +234,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
     for name in agent_names:
         make_agent(name, seed=args.seed, params=params)  # fail on a typo before any work
-    probe = make(args.env, **env_kwargs)
+    make_kwargs = {**env_kwargs, **_simulator_kwargs(args.env, args.simulator, args.seed)}
+    probe = make(args.env, **make_kwargs)
     all_tasks = getattr(probe.unwrapped, "tasks", None)
     probe.close()
     if not all_tasks:
@@ -178,7 +249,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for name in agent_names:
         with tqdm(total=n, desc=f"{name:>10}", disable=args.no_progress, file=sys.stderr) as bar:
             episodes = run_episodes(
-                lambda: make(args.env, **env_kwargs),
+                lambda: make(args.env, **make_kwargs),
                 functools.partial(make_agent, name, seed=args.seed, params=params),
                 tasks,
                 n_envs=args.n_envs,
@@ -189,16 +260,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
         results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}
 
     report = {"env": args.env, "env_kwargs": env_kwargs, "n": n, "seed": args.seed, "agents": results}
+    if args.simulator:
+        report = {**report, "simulator": args.simulator}
     (out / "metrics.json").write_text(json.dumps(_finite(report), indent=2) + "\n")
     by_group = {name: {"all": r["all"], **r["by_hops"]} for name, r in results.items()}
     plot = plot_metric_by_group(by_group, out / "em.png", title=f"{args.env} · {n} tasks")
     if args.json:
         print(json.dumps(_finite(report)))
     else:
-        print(f"{args.env}  {n} tasks  seed {args.seed}  {env_kwargs or ''}")
+        simulated = f"  simulator {args.simulator}" if args.simulator else ""
+        print(f"{args.env}  {n} tasks  seed {args.seed}  {env_kwargs or ''}{simulated}")
         print(format_table(results))
         print(f"trajectories, metrics.json and {plot.name} in {out}")
     return 0
+
+
+def _simulator_kwargs(env_id: str, simulator: str | None, seed: int) -> dict[str, Any]:
+    """``{"generator": policy}`` for ``--simulator BACKEND:MODEL`` (nothing without it), checked
+    against the env: only envs whose entry point takes a ``generator`` get one."""
+    if simulator is None:
+        return {}
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from searchgym.agents.registry import load_policy
+
+    backend, sep, model = simulator.partition(":")
+    if not sep:
+        raise SearchGymError(
+            f"--simulator takes BACKEND:MODEL, e.g. hf:smollm2-135m-instruct; got {simulator!r}"
+        )
+    if env_id in gym.registry:  # else `make` reports the unknown id
+        entry = gym.spec(env_id).entry_point
+        creator = entry if callable(entry) else load_env_creator(entry)
+        if "generator" not in inspect.signature(creator).parameters:
+            raise SearchGymError(
+                f"--simulator applies to envs with a simulated search engine (such as "
+                f"searchgym/FictionalQA-Simulated-v0); {env_id} takes no generator"
+            )
+    return {"generator": load_policy(backend, model, seed)}
 
 
 def _file_name(agent: str) -> str:
@@ -235,7 +335,14 @@ def _finite(obj: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        commands = {"list": cmd_list, "eval": cmd_eval, "index": cmd_index, "serve": cmd_serve}
+        commands = {
+            "list": cmd_list,
+            "eval": cmd_eval,
+            "index": cmd_index,
+            "serve": cmd_serve,
+            "plot": cmd_plot,
+            "train": cmd_train,
+        }
         return commands[args.command](args)
     except SearchGymError as e:
         print(f"searchgym: error: {e}", file=sys.stderr)

@@ -45,3 +45,8 @@ class RetrieverError(SearchGymError):
 class PolicyError(SearchGymError):
     """A policy backend could not generate (server down, request refused, retries exhausted);
     the message names the endpoint and the reason."""
+
+
+class TrainingDiverged(SearchGymError, FloatingPointError):
+    """The training loss or gradient became NaN or infinite; the weights were not updated and the
+    last checkpoint is intact."""

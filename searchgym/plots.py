@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from searchgym.errors import ConfigError
 
 
 def plot_metric_by_group(
@@ -45,3 +49,62 @@ def plot_metric_by_group(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+NAMESPACES = ("reward", "loss", "rollout", "eval")
+
+
+def plot_training_curves(
+    metrics: Sequence[Mapping[str, float]], out_dir: str | os.PathLike, *, window: int | None = None
+) -> list[Path]:
+    """``OUT_DIR/{namespace}.png`` per metric namespace (reward, loss, rollout, eval, then any
+    other), a panel per metric: x = step, the raw values light and, on top, the mean of the last
+    ``window`` points (default: a tenth of the points, 1 to 50; fewer at the start). ``metrics`` are rows
+    ``{"step": s, "ns/name": value, ...}`` as `searchgym.agents.train_log.read_metrics` returns
+    them; non-finite values are left out. Returns the paths written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if window is not None and window < 1:
+        raise ConfigError(f"window must be a positive number of points, got {window}")
+    series: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    for row in metrics:
+        for name, value in row.items():
+            if name == "step" or value is None or not math.isfinite(value):
+                continue
+            namespace, _, metric = name.partition("/")
+            xs, ys = series.setdefault(namespace, {}).setdefault(metric or namespace, ([], []))
+            xs.append(row["step"])
+            ys.append(value)
+    order = sorted(series, key=lambda ns: (NAMESPACES.index(ns) if ns in NAMESPACES else len(NAMESPACES), ns))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for namespace in order:
+        panels = series[namespace]
+        cols = min(3, len(panels))
+        rows = -(-len(panels) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+        for ax, (metric, (xs, ys)) in zip(axes.flat, panels.items()):
+            w = window or max(1, min(50, len(ys) // 10))
+            sums = np.cumsum(np.concatenate([[0.0], ys]))
+            starts = np.maximum(np.arange(1, len(ys) + 1) - w, 0)
+            smooth = (sums[1:] - sums[starts]) / (np.arange(1, len(ys) + 1) - starts)  # the last w or fewer
+            ax.plot(xs, ys, color="C0", alpha=0.3, linewidth=0.8, marker="." if len(xs) < 50 else None)
+            ax.plot(xs, smooth, color="C0", linewidth=1.6)
+            ax.set_title(f"{namespace}/{metric}" + (f"  (mean of last {w})" if w > 1 else ""), fontsize=9)
+            ax.set_xlabel("step", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+        for ax in axes.flat[len(panels) :]:
+            ax.set_visible(False)
+        fig.tight_layout()
+        path = out_dir / (re.sub(r"[^\w.-]+", "_", namespace) + ".png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths

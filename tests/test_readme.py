@@ -30,27 +30,27 @@ def test_two_commands_with_the_same_setup_as_ci():
 
 @pytest.mark.slow
 def test_quickstart_main_job_runs(tmp_path):
+    """The README's main job, shortened (one GRPO step, a few warm-start episodes and dev tasks)
+    but otherwise as written: the real SmolLM2, the quickstart config, the printed report."""
     main_job, _ = readme_commands()
     run = shlex.split(main_job.rsplit(" && ", 1)[1])
-    assert run[0] == "searchgym"
+    assert run[:2] == ["searchgym", "train"]
     exe = Path(sys.executable).parent / "searchgym"
+    shorter = ["steps=1", "warm_start_episodes=4", "eval_tasks=4", "tasks_per_step=2", "group_size=2"]
+    command = [str(exe), *run[1:], "--run-dir", str(tmp_path / "run"), "--no-progress"]
+    for item in shorter:
+        command += ["--set", item]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    result = subprocess.run(
-        [str(exe), *run[1:], "--no-progress"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr
-    rows = {tuple(line.split()[:2]): line.split() for line in result.stdout.splitlines() if line.strip()}
-    assert float(rows[("oracle", "all")][3]) >= 0.99
-    assert float(rows[("random", "all")][3]) <= 0.05
-    heuristic = float(rows[("heuristic", "all")][3])
-    assert 0.05 < heuristic < 0.99
-    out = tmp_path / "runs" / "eval" / "searchgym_FictionalQA-BM25-v0"
-    assert {p.name for p in out.iterdir()} >= {"oracle.jsonl", "heuristic.jsonl", "random.jsonl", "em.png"}
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    for when in ("before", "after"):
+        [line] = [x for x in lines if x.startswith("dev") and when in x]
+        em = float(line.split("EM")[1].split()[0])
+        assert 0 <= em <= 1
+    plots = {p.name for p in (tmp_path / "run" / "plots").iterdir()}
+    assert {"reward.png", "loss.png", "rollout.png", "eval.png"} <= plots
+    assert (tmp_path / "run" / "checkpoints" / "step-000001" / "model.safetensors").is_file()
 
 
 def test_usage_example_runs(capsys):

@@ -98,6 +98,28 @@ def test_an_end_of_sequence_token_closes_the_turn_even_with_inline_results(token
     assert text.count("<|im_end|>") == 4  # system, question, the model's own EOS, the new message
 
 
+@pytest.mark.parametrize("protocol", ["tags", "tool_calls"])
+def test_turn_starts_mark_what_the_policy_saw_before_each_turn(tokenizer, protocol):
+    calls = {
+        "tags": ["<search> capital </search>", "I do not know.", "<answer> Oslo </answer>"],
+        "tool_calls": [
+            '<tool_call>{"name": "search", "arguments": {"query": "capital"}}</tool_call>',
+            "I do not know.",
+            '<tool_call>{"name": "answer", "arguments": {"answer": "Oslo"}}</tool_call>',
+        ],
+    }[protocol]
+    policy = ScriptedPolicy(tokenizer, calls)
+    [episode], _ = play(policy, protocol=protocol)
+    traj = episode.trajectory
+    assert len(traj.turn_starts) == len(traj.turn_ends) == len(policy.prompts) == 3
+    for t, (start, end) in enumerate(zip(traj.turn_starts, traj.turn_ends)):
+        assert traj.prompt_ids + traj.ids[:start] == policy.prompts[t]  # the context of turn t
+        assert tokenizer.decode(traj.ids[start:end], skip_special_tokens=True) == calls[t]
+        assert all(traj.mask[start:end])
+        assert not any(traj.mask[traj.turn_ends[t - 1] : start]) if t else start == 0
+    assert traj.turn_ends[-1] == len(traj.ids)
+
+
 def test_agents_sharing_a_policy_act_in_one_call(tokenizer):
     script = ["<answer> a </answer>"] * 6
     policy = ScriptedPolicy(tokenizer, script)

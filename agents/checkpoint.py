@@ -1,0 +1,316 @@
+"""Training checkpoints that a killed run resumes from exactly.
+
+A checkpoint is one directory, ``RUN_DIR/checkpoints/step-{step:06d}/``, laid out like a
+transformers checkpoint so that it also loads as a model (``HFPolicy(path)``, ``hf:PATH``)::
+
+    config.json, model.safetensors, tokenizer files   # save_pretrained (a plain nn.Module: model.safetensors)
+    optimizer.pt, scheduler.pt                        # state_dicts
+    rng.pt                                            # python random, numpy global, torch CPU and CUDA
+    state.json                                        # step, data_state, extra; written last: the marker
+
+It is written into a hidden temporary directory beside the final one, every file is fsync'ed, and
+only then is the directory renamed into place, so a crash at any moment leaves the previous
+checkpoints intact and nothing half-written that `latest_checkpoint` would pick.
+
+    path = save_checkpoint(run_dir, step, model=model, optimizer=opt, data_state={"next_task": i})
+    state = load_checkpoint(latest_checkpoint(run_dir), model=model, optimizer=opt)
+    step, data_state = state["step"], state["data_state"]
+
+Restoring the global random generators is the point of an exact resume, so `load_checkpoint`
+sets them (the one place library code does); saving only reads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import numbers
+import os
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from searchgym.errors import ConfigError, DataNotFoundError
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINTS = "checkpoints"
+MARKER = "state.json"
+_STEP_DIR = re.compile(r"step-(\d{6,})")
+_SAFETENSORS = "model.safetensors"
+_SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def save_checkpoint(
+    run_dir: str | os.PathLike,
+    step: int,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    tokenizer: Any = None,
+    scheduler: Any = None,
+    data_state: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    keep: int | None = 2,
+) -> Path:
+    """Write ``RUN_DIR/checkpoints/step-{step:06d}/`` atomically and return its path.
+
+    ``data_state`` (where the run is in its task stream) and ``extra`` (e.g. the config) must be
+    JSON-serialisable. Afterwards only the newest ``keep`` checkpoints remain (None keeps all), and
+    any checkpoint of a later step is removed: it belongs to a timeline this run has abandoned
+    (resumed from an earlier one), and `latest_checkpoint` must not go back to it. Under
+    ``accelerate`` call it on the main process only, with the unwrapped model.
+    """
+    if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 0:
+        raise ConfigError(f"step must be a non-negative integer, got {step!r}")
+    step = int(step)
+    if keep is not None and (not isinstance(keep, int) or keep < 1):
+        raise ConfigError(f"keep must be a positive integer or None (keep all), got {keep!r}")
+    state_text = _state_json(step, data_state, extra)
+    root = Path(run_dir) / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-{final.name}-"))
+    try:
+        _save_model(model, tokenizer, tmp)
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        if scheduler is not None:
+            torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        torch.save(_rng_state(), tmp / "rng.pt")
+        (tmp / MARKER).write_text(state_text, encoding="utf-8")
+        _fsync_tree(tmp)
+        _move_into_place(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _prune(root, final, keep)
+    logger.info("saved checkpoint %s", final)
+    return final
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The complete checkpoint of the highest step under ``RUN_DIR/checkpoints``, or None."""
+    found = _complete(Path(run_dir) / CHECKPOINTS)
+    return found[-1][1] if found else None
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+) -> dict[str, Any]:
+    """Restore ``path`` in place: model weights, optimizer and scheduler state (where given) and
+    the global random generators. Returns ``{"step", "data_state", "extra", "path"}``.
+
+    Pass the model unwrapped (``accelerator.unwrap_model``) and on the device it trains on;
+    the optimizer must have been built over that model's parameters, as when it was saved.
+    """
+    path = Path(path)
+    if not (path / MARKER).is_file():
+        raise DataNotFoundError(f"{path} is not a complete checkpoint (no {MARKER}); see latest_checkpoint()")
+    state = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    _load_model(model, path)
+    if optimizer is not None:
+        optimizer.load_state_dict(_torch_load(path / "optimizer.pt"))
+    if scheduler is not None:
+        if not (path / "scheduler.pt").is_file():
+            raise ConfigError(f"{path} was saved without a scheduler; resume without one or start over")
+        scheduler.load_state_dict(_torch_load(path / "scheduler.pt"))
+    elif (path / "scheduler.pt").is_file() and optimizer is not None:
+        logger.warning("%s holds a scheduler state but no scheduler was given to restore it", path)
+    _set_rng_state(_torch_load(path / "rng.pt"))
+    return {"step": state["step"], "data_state": state["data_state"], "extra": state["extra"], "path": path}
+
+
+def _state_json(step: int, data_state: dict[str, Any], extra: dict[str, Any] | None) -> str:
+    try:
+        return json.dumps({"step": step, "data_state": data_state, "extra": extra or {}}, indent=2) + "\n"
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"data_state and extra must be JSON-serialisable: {e}") from e
+
+
+# --- model weights ---------------------------------------------------------------------------
+
+
+def _save_model(model: torch.nn.Module, tokenizer: Any, directory: Path) -> None:
+    """``save_pretrained`` (safetensors, no progress bar) where the model has it, else the plain
+    state dict as ``model.safetensors``."""
+    if hasattr(model, "save_pretrained"):
+        with _quiet_transformers():
+            model.save_pretrained(directory, safe_serialization=True)
+    else:
+        from safetensors.torch import save_model
+
+        save_model(model, str(directory / _SAFETENSORS))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+
+
+def _load_model(model: torch.nn.Module, directory: Path) -> None:
+    """Copy the saved weights into ``model``; every key must match, except a tied weight that
+    save_pretrained left out because it shares its tensor with one that was saved."""
+    from safetensors.torch import load_file
+
+    if (directory / _SAFETENSORS).is_file():
+        files = [directory / _SAFETENSORS]
+    elif (directory / _SAFETENSORS_INDEX).is_file():
+        index = json.loads((directory / _SAFETENSORS_INDEX).read_text(encoding="utf-8"))
+        files = [directory / name for name in sorted(set(index["weight_map"].values()))]
+    else:
+        raise DataNotFoundError(f"{directory} holds no {_SAFETENSORS} or {_SAFETENSORS_INDEX}")
+    saved: dict[str, torch.Tensor] = {}
+    for file in files:
+        saved.update(load_file(str(file)))
+    current = model.state_dict()
+    loaded_storage = {current[name].data_ptr() for name in saved if name in current}
+    missing = [n for n in current if n not in saved and current[n].data_ptr() not in loaded_storage]
+    unexpected = [n for n in saved if n not in current]
+    reshaped = [n for n in current if n in saved and saved[n].shape != current[n].shape]
+    if missing or unexpected or reshaped:  # checked before anything is copied into the model
+        raise ConfigError(
+            f"{directory} does not match the model: missing {missing[:5]}, unexpected {unexpected[:5]}, "
+            f"other shapes {reshaped[:5]}; is it a checkpoint of this model?"
+        )
+    model.load_state_dict(saved, strict=False)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No "Writing model shards" bars in the middle of a trainer's own progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+# --- random generators ---------------------------------------------------------------------------
+
+
+def _rng_state() -> dict[str, Any]:
+    """The global generators a training step draws from, in types ``torch.load(weights_only=True)``
+    reads back (the numpy key as a tensor, not an ndarray)."""
+    np_state = np.random.get_state(legacy=False)
+    return {
+        "python": random.getstate(),
+        "numpy": {
+            "bit_generator": np_state["bit_generator"],
+            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np_state = state["numpy"]
+    np.random.set_state(
+        {
+            "bit_generator": np_state["bit_generator"],
+            "state": {"key": np_state["key"].numpy().astype(np.uint32), "pos": np_state["pos"]},
+            "has_gauss": np_state["has_gauss"],
+            "gauss": np_state["gauss"],
+        }
+    )
+    torch.set_rng_state(state["torch"])
+    if state["cuda"]:
+        if torch.cuda.is_available() and torch.cuda.device_count() == len(state["cuda"]):
+            torch.cuda.set_rng_state_all(state["cuda"])
+        else:
+            logger.warning(
+                "checkpoint holds the random state of %d CUDA devices, this machine has %d: not restored",
+                len(state["cuda"]),
+                torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            )
+
+
+def _torch_load(path: Path) -> Any:
+    if not path.is_file():
+        raise DataNotFoundError(f"{path} is missing; the checkpoint is incomplete")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+def _complete(root: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every complete checkpoint under ``root``, by step."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = _STEP_DIR.fullmatch(path.name)
+        if match and (path / MARKER).is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def _move_into_place(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``; an existing ``final`` (the same step saved again) is moved
+    aside first and deleted after, so at no moment does a half-written ``final`` exist."""
+    old = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".old-{final.name}-"))
+        os.replace(final, old / final.name)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _prune(root: Path, newest: Path, keep: int | None) -> None:
+    """Remove checkpoints after ``newest``, all but the ``keep`` newest up to it, and temporary
+    directories that a crashed save left behind."""
+    found = [path for _, path in _complete(root)]
+    position = found.index(newest)
+    stale = found[position + 1 :]
+    if stale:
+        logger.warning("removing checkpoints after %s: %s", newest.name, ", ".join(p.name for p in stale))
+    doomed = stale + (found[: max(position + 1 - keep, 0)] if keep is not None else [])
+    doomed += [p for p in root.iterdir() if p.name.startswith((".tmp-", ".old-"))]
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _fsync_tree(directory: Path) -> None:
+    """Flush every file under ``directory``, and the directories themselves, to disk."""
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            fd = os.open(os.path.join(parent, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(parent))
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows cannot open a directory; its renames are durable enough
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

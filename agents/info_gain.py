@@ -1,0 +1,212 @@
+"""Information gain (IGPO): how much each turn raised the policy's belief in the gold answer.
+
+After turn t (and the observation it brought), the gold answer is teacher-forced behind the
+episode's tokens: ``p_t = exp(mean_j log π(a_j | context_t, prefix, a_<j))``, where ``prefix`` is
+how the env's protocol opens an answer (``<answer>`` in ``tags``). ``p_0`` conditions on the
+prompt alone. A turn's information-gain reward is ``p_t − p_{t−1}``; the last turn is rewarded by
+the outcome instead. The scores come from the current policy, so this is computed at train time,
+one extra forward per turn, batched over every context of a rollout.
+
+    prefix, answer = answer_tokens(tokenizer, env.unwrapped.protocol, task.answers[0])
+    gains = information_gain(turn_answer_probabilities(model, episode.trajectory, answer, prefix))
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from searchgym.agents.llm_agent import Trajectory
+from searchgym.envs.protocols import ActionProtocol
+from searchgym.envs.tools import ToolCall
+from searchgym.errors import ConfigError
+
+AnswerRow = tuple[Sequence[int], Sequence[int], Sequence[int]]
+"""``(context, prefix, answer)`` token ids: the answer is scored behind the context and prefix."""
+_SENTINEL = "searchgymAnswerSentinel"  # plain letters: no protocol escapes or quotes them
+
+
+def answer_tokens(tokenizer: Any, protocol: ActionProtocol, answer: str) -> tuple[list[int], list[int]]:
+    """``(prefix_ids, answer_ids)``: the tokens of the answer call ``protocol`` renders for
+    ``answer``, cut where the answer's own text begins. Both are tokenized together, as a model
+    writes them, so a space that merges into the answer's first token (`` Oslo``) belongs to the
+    answer; what follows the answer (the closing tag) is left out.
+    """
+    tool = next((t for t in protocol.tools if t.name == "answer"), None)
+    if tool is None or len(tool.params) != 1:
+        raise ConfigError(f"the {protocol.name!r} protocol has no one-argument 'answer' tool to score")
+    if not answer.strip():
+        raise ConfigError("the gold answer is empty; information gain needs a non-empty answer")
+    param = tool.params[0].name
+    opening, closing = protocol.format_call(ToolCall("answer", {param: _SENTINEL})).split(_SENTINEL)
+    call = protocol.format_call(ToolCall("answer", {param: answer}))
+    if not (call.startswith(opening) and call.endswith(closing)):
+        raise ConfigError(f"the {protocol.name!r} protocol renders answers in an unexpected way: {call!r}")
+    text = call[: len(call) - len(closing)]  # the opening and the answer as the protocol writes it
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]
+    cut = sum(1 for _, end in offsets if end <= len(opening))
+    if cut == len(ids):
+        raise ConfigError(f"the answer {answer!r} has no tokens of its own")
+    return ids[:cut], ids[cut:]
+
+
+def answer_logprob(
+    model: Any,
+    contexts: Sequence[Sequence[int]],
+    answer: Sequence[int],
+    *,
+    prefix: Sequence[int] = (),
+    batch_size: int = 8,
+) -> torch.Tensor:
+    """For each context, the mean over answer tokens j of ``log π(a_j | context, prefix, a_<j)``,
+    as a float32 CPU tensor of ``len(contexts)``. ``prefix`` is conditioned on but not averaged.
+    Teacher forcing, one forward per mini-batch of right-padded rows, no gradient; the model is
+    put in eval mode (dropout off) and restored after."""
+    return score_answers(model, [(c, prefix, answer) for c in contexts], batch_size=batch_size)
+
+
+def score_answers(
+    model: Any,
+    rows: Sequence[AnswerRow],
+    *,
+    batch_size: int = 8,
+) -> torch.Tensor:
+    """`answer_logprob` for rows ``(context, prefix, answer)`` that each have their own prefix
+    and answer. Rows are batched longest first, so a batch wastes little on padding."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+    for i, (context, prefix, answer) in enumerate(rows):
+        if not answer:
+            raise ValueError(f"row {i}: the answer has no tokens")
+        if not len(context) + len(prefix):
+            raise ValueError(f"row {i}: the first answer token needs a context or prefix to follow")
+    out = torch.zeros(len(rows), dtype=torch.float32)
+    order = sorted(range(len(rows)), key=lambda i: -sum(map(len, rows[i])))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                chosen = order[start : start + batch_size]
+                out[chosen] = _score_batch(model, [rows[i] for i in chosen])
+    finally:
+        model.train(was_training)
+    return out
+
+
+def _score_batch(model: Any, rows: Sequence[AnswerRow]) -> torch.Tensor:
+    sequences, targets = [], []
+    for context, prefix, answer in rows:
+        sequences.append([*context, *prefix, *answer])
+        start = len(context) + len(prefix)
+        targets.append([0] * start + [1] * len(answer))
+    input_ids, attention, target_mask = right_pad(sequences, targets, device=model_device(model))
+    logprobs = token_logprobs(model, input_ids, attention, target_mask)
+    counts = target_mask.sum(1)
+    rows_of = torch.repeat_interleave(torch.arange(len(rows), device=counts.device), counts)
+    sums = torch.zeros(len(rows), device=logprobs.device).index_add_(0, rows_of, logprobs)
+    return (sums / counts).float().cpu()
+
+
+def right_pad(
+    sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], *, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask, target_mask)`` of right-padded rows (pad id 0, masked out).
+    ``masks[i][k]`` marks the tokens of row i whose log-prob is wanted."""
+    width = max(map(len, sequences))
+    ids = torch.zeros(len(sequences), width, dtype=torch.long)
+    attention = torch.zeros(len(sequences), width, dtype=torch.long)
+    target = torch.zeros(len(sequences), width, dtype=torch.bool)
+    for i, (seq, mask) in enumerate(zip(sequences, masks)):
+        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention[i, : len(seq)] = 1
+        target[i, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+    return ids.to(device), attention.to(device), target.to(device)
+
+
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor
+) -> torch.Tensor:
+    """``log π(input_ids[b, k] | input_ids[b, :k])`` for every ``(b, k)`` where ``target_mask`` is
+    set (k ≥ 1), flattened in row-major order, in float32. Logits are computed only at the
+    positions that predict those tokens (``logits_to_keep``) where the model supports it, so
+    long contexts cost no vocabulary-sized activations per token."""
+    if target_mask[:, 0].any():
+        raise ValueError("the first token of a row has nothing before it to be predicted from")
+    predicting = torch.zeros_like(target_mask)
+    predicting[:, :-1] = target_mask[:, 1:]
+    if _takes_logits_to_keep(model):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=predicting).logits
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[predicting]
+    logits = logits.reshape(-1, logits.shape[-1]).float()
+    return -torch.nn.functional.cross_entropy(logits, input_ids[target_mask], reduction="none")
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def model_device(model: Any) -> torch.device:
+    return next(model.parameters()).device
+
+
+def turn_answer_probabilities(
+    model: Any,
+    trajectory: Trajectory,
+    answer_ids: Sequence[int],
+    prefix_ids: Sequence[int] = (),
+    *,
+    batch_size: int = 8,
+) -> list[float]:
+    """``[p_0, …, p_{T−1}]`` for a trajectory of T turns: the probability of the gold answer
+    (``prefix_ids, answer_ids`` from `answer_tokens`) given the prompt alone, then after each
+    non-final turn and its observation. For many trajectories use
+    `batch_turn_answer_probabilities`, which batches all their contexts together."""
+    [probabilities] = batch_turn_answer_probabilities(
+        model, [trajectory], [(prefix_ids, answer_ids)], batch_size=batch_size
+    )
+    return probabilities
+
+
+def batch_turn_answer_probabilities(
+    model: Any,
+    trajectories: Sequence[Trajectory],
+    answers: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    batch_size: int = 8,
+) -> list[list[float]]:
+    """`turn_answer_probabilities` of every trajectory, ``answers[i]`` being trajectory i's
+    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them; all contexts of all
+    trajectories are scored in one `score_answers` call."""
+    if len(trajectories) != len(answers):
+        raise ValueError(f"need one answer per trajectory, got {len(answers)} for {len(trajectories)}")
+    rows, sizes = [], []
+    for traj, (prefix, answer) in zip(trajectories, answers):
+        if len(traj.turn_starts) != len(traj.turn_ends):
+            raise ValueError("the trajectory has no turn_starts; it was not recorded by PolicyAgent")
+        rows += [(traj.prompt_ids + traj.ids[:s], prefix, answer) for s in traj.turn_starts]
+        sizes.append(len(traj.turn_starts))
+    logprobs = score_answers(model, rows, batch_size=batch_size).tolist()
+    out, start = [], 0
+    for n in sizes:
+        out.append([math.exp(lp) for lp in logprobs[start : start + n]])
+        start += n
+    return out
+
+
+def information_gain(probabilities: Sequence[float]) -> list[float]:
+    """Turn rewards ``r_t = p_t − p_{t−1}`` for t = 1 … T−1, from `turn_answer_probabilities`'
+    ``[p_0, …, p_{T−1}]`` (the last turn is rewarded by the outcome, not here).
+
+    >>> [round(r, 2) for r in information_gain([0.1, 0.4, 0.3])]
+    [0.3, -0.1]
+    >>> information_gain([0.2])
+    []
+    """
+    return [p - q for q, p in zip(probabilities, probabilities[1:])]

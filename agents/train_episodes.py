@@ -1,0 +1,240 @@
+"""The episodes of GRPO training: which tasks a step plays, playing them in groups, scoring them
+into loss samples (rewards, information gain, advantages), greedy evaluation, the oracle warm
+start, and the policies that generate them. `searchgym.agents.grpo`
+calls these; ``cfg`` is its `GRPOConfig`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from searchgym.agents.grpo import (
+    Sample,
+    degenerate_groups,
+    group_advantages,
+    igpo_advantages,
+    stratified_advantages,
+)
+from searchgym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from searchgym.agents.grpo import GRPOConfig
+
+
+def load_policies(cfg: GRPOConfig, device: torch.device):
+    """The trainable `HFPolicy` and the policy that plays episodes (itself, or a vLLM engine)."""
+    from searchgym.agents.hf_policy import HFPolicy
+
+    policy = HFPolicy(
+        cfg.model, device=str(device), dtype="float32", seed=cfg.seed, show_progress=cfg.progress
+    )
+    if cfg.rollout_engine == "hf":
+        return policy, policy
+    from searchgym.agents.vllm_policy import VLLMPolicy
+
+    return policy, VLLMPolicy(cfg.model, seed=cfg.seed)
+
+
+def sync_rollout_weights(rollout_policy: Any, model: torch.nn.Module) -> None:
+    """Push the trained weights into a separate rollout engine (vLLM); a no-op for HF."""
+    if getattr(rollout_policy, "model", None) is not model:
+        rollout_policy.load_weights((name, p.detach()) for name, p in model.state_dict().items())
+
+
+def make_env(cfg: GRPOConfig, split: str) -> Any:
+    from searchgym.envs.registry import make
+
+    kwargs = {"split": split, "max_turns": cfg.max_turns, **cfg.env_kwargs}
+    if cfg.rewards:
+        kwargs["rewards"] = cfg.rewards
+    return make(cfg.env, **kwargs)
+
+
+def per_process(n: int, accelerator: Any) -> int:
+    if n % accelerator.num_processes:
+        raise ConfigError(f"{n} tasks cannot be split evenly over {accelerator.num_processes} processes")
+    return n // accelerator.num_processes
+
+
+def step_tasks(tasks: Sequence[Any], step: int, cfg: GRPOConfig, accelerator: Any) -> list[Any]:
+    """This process's share of step ``step``'s tasks: a fresh seeded shuffle of the training
+    tasks each epoch, consumed in order, so any step's tasks follow from its number (resume)."""
+    per_step, out = cfg.tasks_per_step, []
+    for position in range(step * per_step, (step + 1) * per_step):
+        epoch, i = divmod(position, len(tasks))
+        order = torch.randperm(len(tasks), generator=torch.Generator().manual_seed(cfg.seed * 7919 + epoch))
+        out.append(tasks[int(order[i])])
+    share = per_process(per_step, accelerator)
+    return out[accelerator.process_index * share : (accelerator.process_index + 1) * share]
+
+
+def step_seed(cfg: GRPOConfig, step: int, accelerator: Any) -> int:
+    return (cfg.seed * 1_000_003 + step * 7_919 + accelerator.process_index * 104_729) % 2**31
+
+
+def play_groups(
+    policy: Any, envs: Sequence[Any], tasks: Sequence[Any], cfg: GRPOConfig, seed: int
+) -> list[list[Any]]:
+    """``group_size`` sampled episodes of every task, all envs in one batched rollout; returns
+    the episodes grouped by task."""
+    from searchgym.agents.llm_agent import PolicyAgent
+    from searchgym.agents.rollout import rollout
+    from searchgym.generation import SamplingParams
+
+    params = SamplingParams(
+        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed
+    )
+    agents = [PolicyAgent(policy, params) for _ in envs]
+    repeated = [task for task in tasks for _ in range(cfg.group_size)]
+    episodes: list[Any] = [None] * len(repeated)
+    for i, episode in rollout(envs, agents, repeated, seed=seed):
+        if episode.trajectory is None:
+            raise ConfigError(f"GRPO trains a local model; policy {policy.name!r} returned no tokens")
+        episodes[i] = episode
+    return [episodes[g * cfg.group_size : (g + 1) * cfg.group_size] for g in range(len(tasks))]
+
+
+def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str, float]:
+    """Greedy episodes on the first ``cfg.eval_tasks`` tasks of the eval split (shared out over
+    processes); mean EM, F1, searches, turns and invalid-action rate."""
+    from searchgym.agents.llm_agent import PolicyAgent
+    from searchgym.agents.rollout import run_episodes
+    from searchgym.generation import SamplingParams
+
+    env = make_env(cfg, cfg.eval_split)
+    tasks = list(env.unwrapped.tasks)[: cfg.eval_tasks]
+    env.close()
+    rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
+    mine = tasks[rank::world]
+    params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0)
+    episodes = run_episodes(
+        lambda: make_env(cfg, cfg.eval_split),
+        lambda: PolicyAgent(policy, params),
+        mine,
+        n_envs=len(mine),
+        seed=cfg.seed,
+    )
+    sums = torch.tensor(
+        [
+            len(episodes),
+            sum(e.em for e in episodes),
+            sum(e.f1 for e in episodes),
+            sum(e.n_searches for e in episodes),
+            sum(e.n_turns for e in episodes),
+            sum(e.n_invalid for e in episodes),
+        ],
+        dtype=torch.float64,
+    )
+    if accelerator is not None and accelerator.num_processes > 1:
+        sums = accelerator.reduce(sums.to(accelerator.device), reduction="sum").cpu()
+    n, em, f1, searches, turns, invalid = sums.tolist()
+    return {
+        "n": n,
+        "em": em / n,
+        "f1": f1 / n,
+        "searches": searches / n,
+        "turns": turns / n,
+        "invalid_rate": invalid / max(turns, 1),
+    }
+
+
+def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) -> list[float]:
+    """Supervised fine-tuning on the oracle agent's episodes of training tasks, so that a small
+    model knows the action protocol before RL; returns the per-step losses."""
+    from searchgym.agents.warm_start import oracle_trajectories, sft
+
+    env = make_env(cfg, cfg.train_split)
+    tasks = list(env.unwrapped.tasks)
+    env.close()
+    order = torch.randperm(len(tasks), generator=torch.Generator().manual_seed(cfg.seed))
+    chosen = [tasks[int(i)] for i in order[: cfg.warm_start_episodes]]
+    trajectories = oracle_trajectories([make_env(cfg, cfg.train_split)], chosen, tokenizer)
+    return sft(
+        model,
+        trajectories,
+        lr=cfg.warm_start_lr,
+        epochs=cfg.warm_start_epochs,
+        batch_size=cfg.warm_start_batch_size,
+        seed=cfg.seed,
+        progress=cfg.progress,
+    )
+
+
+def score_groups(groups: list[list[Any]], cfg: GRPOConfig, model: Any, tokenizer: Any, protocol: Any):
+    """Rewards, advantages and the loss samples of a step's episodes, with the rollout metrics."""
+    flat = [ep for group in groups for ep in group]
+    rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
+    gains = information_gains(flat, model, tokenizer, protocol) if cfg.info_gain_weight else None
+    if gains is not None and cfg.advantage != "igpo":
+        rewards = rewards + cfg.info_gain_weight * torch.tensor([sum(g) for g in gains]).view_as(rewards)
+    if cfg.advantage == "igpo":
+        turn_rewards, i = [], 0
+        for group in groups:
+            turn_rewards.append(
+                [
+                    [cfg.info_gain_weight * g for g in gains[i + j]] + [ep.total_reward]
+                    for j, ep in enumerate(group)
+                ]
+            )
+            i += len(group)
+        per_turn = [a for group in igpo_advantages(turn_rewards, gamma=cfg.igpo_gamma) for a in group]
+    else:
+        if cfg.advantage == "stratified":
+            strata = torch.tensor([[ep.n_searches for ep in group] for group in groups])
+            adv = stratified_advantages(rewards, strata, alpha=cfg.stratified_alpha)
+        else:
+            adv = group_advantages(rewards, scale=cfg.advantage == "grpo")
+        per_turn = [[float(a)] * max(ep.n_turns, 1) for a, ep in zip(adv.flatten(), flat)]
+    samples = [to_sample(ep.trajectory, turn_adv) for ep, turn_adv in zip(flat, per_turn)]
+    components = {
+        name: [ep.reward_components.get(name, 0.0) for ep in flat] for name in ("outcome", "format", "cost")
+    }
+    metrics = {
+        "reward/total": float(rewards.mean()),
+        **{f"reward/{name}": mean(values) for name, values in components.items()},
+        "rollout/em": mean([ep.em for ep in flat]),
+        "rollout/f1": mean([ep.f1 for ep in flat]),
+        "rollout/searches": mean([ep.n_searches for ep in flat]),
+        "rollout/turns": mean([ep.n_turns for ep in flat]),
+        "rollout/invalid_rate": sum(ep.n_invalid for ep in flat) / max(sum(ep.n_turns for ep in flat), 1),
+        "rollout/truncated": mean([ep.truncated for ep in flat]),
+        "rollout/response_tokens": mean([sum(s.mask) for s in samples]),
+        "rollout/degenerate_groups": float(degenerate_groups(rewards).double().mean()),
+    }
+    if gains is not None:
+        metrics["reward/info_gain"] = mean([sum(g) for g in gains])
+    return samples, metrics
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def information_gains(
+    episodes: Sequence[Any], model: Any, tokenizer: Any, protocol: Any
+) -> list[list[float]]:
+    """Per episode, the information gain of each turn but the last (IGPO): the rise of the
+    policy's teacher-forced probability of the gold answer once that turn's result is shown."""
+    from searchgym.agents.info_gain import answer_tokens, batch_turn_answer_probabilities, information_gain
+
+    answers = [answer_tokens(tokenizer, protocol, ep.answers[0]) for ep in episodes]
+    trajectories = [ep.trajectory for ep in episodes]
+    return [information_gain(p) for p in batch_turn_answer_probabilities(model, trajectories, answers)]
+
+
+def to_sample(trajectory: Any, turn_advantages: Sequence[float]) -> Sample:
+    """The loss sample of one episode: every token of turn t gets that turn's advantage."""
+    advantages = [0.0] * len(trajectory.ids)
+    starts = list(trajectory.turn_starts) + [len(trajectory.ids)]
+    for t, value in enumerate(turn_advantages[: len(trajectory.turn_ends)]):
+        for i in range(starts[t], starts[t + 1]):
+            advantages[i] = value
+    return Sample(
+        trajectory.prompt_ids + trajectory.ids,
+        len(trajectory.prompt_ids),
+        list(trajectory.mask),
+        list(trajectory.logprobs),
+        advantages,
+    )

@@ -1,0 +1,99 @@
+"""`train(cfg)` end to end on a tiny random Llama and a small generated world."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from searchgym.agents import grpo
+from searchgym.agents.grpo import GRPOConfig, train
+from searchgym.agents.train_log import read_metrics
+from searchgym.errors import TrainingDiverged
+
+
+def tiny_config(model_dir, run_dir, **overrides) -> GRPOConfig:
+    values = dict(
+        model=str(model_dir),
+        env="searchgym/FictionalQA-BM25-v0",
+        env_kwargs={"n_passages": 300, "max_obs_tokens": 64},
+        run_dir=str(run_dir),
+        steps=2,
+        tasks_per_step=2,
+        group_size=2,
+        max_turns=2,
+        max_new_tokens=8,
+        lr=1e-3,
+        info_gain=1.0,  # a random model never answers right: information gain makes rewards differ
+        micro_batch_size=3,
+        eval_tasks=2,
+        checkpoint_every=1,
+        keep_checkpoints=3,
+        progress=False,
+        tensorboard=False,
+    )
+    return GRPOConfig(**(values | overrides))
+
+
+def weights(run_dir, step) -> dict[str, torch.Tensor]:
+    return load_file(run_dir / "checkpoints" / f"step-{step:06d}" / "model.safetensors")
+
+
+def test_training_changes_the_parameters_and_logs_finite_metrics(tiny_llama_dir, tmp_path):
+    summary = train(tiny_config(tiny_llama_dir, tmp_path))
+    start, end = weights(tmp_path, 0), weights(tmp_path, 2)
+    assert any(not torch.equal(start[k], end[k]) for k in start)
+    rows = read_metrics(tmp_path)
+    steps = [r for r in rows if "loss/policy" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for row in steps:
+        assert all(torch.isfinite(torch.tensor(float(v))) for v in row.values())
+        assert 0 <= row["loss/clip_fraction"] <= 1 and row["rollout/response_tokens"] > 0
+        assert {"reward/total", "reward/outcome", "reward/cost", "rollout/searches", "loss/entropy"} <= set(
+            row
+        )
+    assert summary["eval_before"]["n"] == 2 and summary["eval_after"]["n"] == 2
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 2
+
+
+def test_a_killed_run_resumes_to_the_same_parameters(tiny_llama_dir, tmp_path, monkeypatch):
+    whole = tmp_path / "whole"
+    train(tiny_config(tiny_llama_dir, whole, steps=3, checkpoint_every=2, eval_tasks=0))
+
+    killed = tmp_path / "killed"
+    real_update, calls = grpo._update, []
+
+    def dies_in_step_three(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # killed mid-step, after the checkpoint of step 2
+        return real_update(*args, **kwargs)
+
+    monkeypatch.setattr(grpo, "_update", dies_in_step_three)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_config(tiny_llama_dir, killed, steps=3, checkpoint_every=2, eval_tasks=0))
+    monkeypatch.setattr(grpo, "_update", real_update)
+    summary = train(
+        tiny_config(tiny_llama_dir, killed, steps=3, checkpoint_every=2, eval_tasks=0, resume=True)
+    )
+
+    assert summary["resumed_from"] == 2
+    a, b = weights(whole, 3), weights(killed, 3)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [r["step"] for r in read_metrics(killed) if "loss/policy" in r] == [1, 2, 3]
+
+
+def test_a_non_finite_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(
+    tiny_llama_dir, tmp_path, monkeypatch
+):
+    real_loss = grpo.policy_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real_loss(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(grpo, "policy_loss", nan_loss)
+    with pytest.raises(TrainingDiverged, match="not finite.*last good checkpoint"):
+        train(tiny_config(tiny_llama_dir, tmp_path, eval_tasks=0))
+    start = weights(tmp_path, 0)
+    assert start and not (tmp_path / "checkpoints" / "step-000001").exists()
