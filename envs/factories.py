@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Sequence
@@ -13,10 +14,14 @@ from searchgym.envs.backends import file_corpus, make_retriever, world_corpus
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.self_search import SelfSearchEnv
+from searchgym.envs.simulated import SimulatedSearchEnv
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
+from searchgym.generation import SamplingParams, TextGenerator
 from searchgym.retrievers import BM25, Retriever
 from searchgym.retrievers.index import read_meta
+from searchgym.retrievers.simulated import DEFAULT_PARAMS as SIMULATOR_PARAMS
+from searchgym.retrievers.simulated import NoiseCurriculum, Simulated
 from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
 from searchgym.tasks.miniwiki import load_miniwiki, miniwiki_path
 from searchgym.tasks.task import Task
@@ -101,6 +106,64 @@ def fictional_self_search(
     tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
     weights = reward_weights(rewards) if rewards is not None else None
     return TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns)
+
+
+def fictional_simulated(
+    *,
+    generator: TextGenerator | None = None,
+    seed: int = 0,
+    n_passages: int = 2000,
+    split: str = "dev",
+    hops: int | list[int] | None = None,
+    noise: float | NoiseCurriculum | dict[str, Any] = 0.0,
+    k_docs: int = 5,
+    simulator_params: SamplingParams | dict[str, Any] | None = None,
+    cache: str | Path | None = None,
+    namespace: str = "",
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+    **options: Any,
+) -> TurnLimit:
+    """Questions about the generated world, searched through a search engine that ``generator``
+    (any `TextGenerator`, e.g. a policy) simulates: `Simulated` with ``noise`` (a probability, or
+    a `NoiseCurriculum` or a mapping of its fields, read at the step a trainer sets with
+    ``retriever.set_step``; 0 until then), ``k_docs``, ``simulator_params`` (default greedy, 640
+    new tokens; a mapping overrides single fields), ``cache`` and ``namespace``. ``seed`` also
+    seeds the useful/noisy draws; ``options`` are `search_env`'s."""
+    check_options(options)
+    if generator is None:
+        raise ConfigError(
+            "this env's search engine is a language model: pass one as "
+            "searchgym.make(id, generator=policy) (any object with chat(conversations, params), e.g. "
+            "searchgym.agents.hf_policy.HFPolicy('smollm2-135m-instruct')), or on the command line "
+            "`searchgym eval --simulator hf:smollm2-135m-instruct`"
+        )
+    if isinstance(noise, dict):
+        noise = NoiseCurriculum(**_known_fields(NoiseCurriculum, noise, "noise curriculum"))
+    if isinstance(simulator_params, dict):  # fields not given keep the simulator's defaults
+        known = _known_fields(SamplingParams, simulator_params, "simulator_params")
+        simulator_params = dataclasses.replace(SIMULATOR_PARAMS, **known)
+    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    simulated = Simulated(
+        generator,
+        params=simulator_params,
+        k_docs=k_docs,
+        noise=noise,
+        seed=seed,
+        cache=cache,
+        namespace=namespace,
+    )
+    env = SimulatedSearchEnv(tasks, simulated, rewards=reward_weights(rewards), **options)
+    return TurnLimit(env, max_turns)
+
+
+def _known_fields(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
+    """``values`` if every key is a field of dataclass ``cls``, else a `ConfigError` naming them."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown {what} field(s) {unknown}; known: {sorted(known)}")
+    return values
 
 
 def mini_wiki(

@@ -78,6 +78,7 @@ def _register_builtin() -> None:
             for name, dataset in BENCHMARK_ENVS
         ),
         (f"{NAMESPACE}/FictionalQA-SelfSearch-v0", f"{_FACTORIES}:fictional_self_search", {}),
+        (f"{NAMESPACE}/FictionalQA-Simulated-v0", f"{_FACTORIES}:fictional_simulated", {}),
     ]
     for env_id, entry_point, kwargs in builtin:
         if env_id not in gym.registry:

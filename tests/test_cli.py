@@ -103,3 +103,61 @@ def test_dense_options_need_kind_dense(capsys, tmp_path, tiny_corpus_path):
     argv = ["index", "build", "--corpus", str(tiny_corpus_path), "--out", str(tmp_path), "--index", "hnsw"]
     assert main(argv) == 2
     assert "--index only apply to --kind dense" in capsys.readouterr().err
+
+
+class ScriptedSimulatorPolicy:
+    """A policy backend that only writes search results: the gold answer the prompt shows."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def chat(self, conversations, params):
+        from searchgym.generation import Completion
+
+        prompts = [conv[-1]["content"] for conv in conversations]
+        self.prompts += prompts
+        answers = [p.split("The correct answer is: ", 1)[1].split("\n", 1)[0] for p in prompts]
+        return [Completion(text=f"Doc 1 (Title: Sim): It is {a}.") for a in answers]
+
+    def generate(self, prompts, params):
+        raise NotImplementedError("the scripted simulator only chats")
+
+
+@pytest.fixture
+def scripted_backend(monkeypatch):
+    """``scripted:NAME`` names a `ScriptedSimulatorPolicy` (one per process, as real backends)."""
+    from searchgym.agents import registry
+
+    policy = ScriptedSimulatorPolicy()
+    monkeypatch.setitem(registry.POLICIES, "scripted", lambda model, seed: policy)
+    registry.load_policy.cache_clear()
+    yield policy
+    registry.load_policy.cache_clear()
+
+
+def test_eval_with_a_simulated_search_engine(capsys, tmp_path, scripted_backend):
+    argv = ["eval", "--env", "searchgym/FictionalQA-Simulated-v0", "--agent", "oracle,heuristic"]
+    argv += ["--simulator", "scripted:docs", "--n", "6", "--json", "--no-progress", "--out", str(tmp_path)]
+    assert main(argv + SMALL) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["simulator"] == "scripted:docs" and report["env_kwargs"] == {"n_passages": 300}
+    oracle, heuristic = report["agents"]["oracle"]["all"], report["agents"]["heuristic"]["all"]
+    assert oracle["em"] == 1.0 and oracle["searches"] >= 1.0 and heuristic["searches"] == 1.0
+    episodes = load_episodes(tmp_path / "oracle.jsonl")
+    assert "It is " + episodes[0].answers[0] in episodes[0].turns[0].observation
+    assert len(scripted_backend.prompts) == sum(ep.n_searches for ep in episodes) + 6  # heuristic: 1 each
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--simulator", "scripted:docs"], "searchgym/FictionalQA-BM25-v0 takes no generator"),
+        (["--env", "searchgym/FictionalQA-Simulated-v0", "--simulator", "docs"], "takes BACKEND:MODEL"),
+        (["--env", "searchgym/FictionalQA-Simulated-v0"], "--simulator hf:smollm2-135m-instruct"),
+    ],
+)
+def test_simulator_errors(capsys, scripted_backend, argv, message):
+    assert main(["eval", "--agent", "oracle", "--n", "2", *argv, *SMALL]) == 2
+    assert message in capsys.readouterr().err

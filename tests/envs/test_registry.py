@@ -6,6 +6,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from test_backends import FAMILIES, miniwiki_paragraphs
 from test_backends import env_kwargs as backend_kwargs
+from test_simulated_env import ScriptedSimulator
 
 import searchgym
 from searchgym.envs import backends
@@ -37,10 +38,13 @@ def data_dir(tmp_path, monkeypatch, tiny_corpus_path):
 
 
 def small_kwargs(request, env_id, tmp_path):
-    """Small corpora and the tiny random models (see test_backends.py) for env ``env_id``."""
+    """Small corpora and the tiny random models (see test_backends.py) for env ``env_id``; a
+    scripted simulator (test_simulated_env.py) for the simulated search engine."""
     family, _, backend = env_id.split("/")[1].rsplit("-v", 1)[0].partition("-")
     if family in FAMILIES and backend.lower() in backends.BACKENDS:
         return backend_kwargs(request, family, backend.lower(), tmp_path / "cache")
+    if backend == "Simulated":
+        return {**SMALL_WORLD, "generator": ScriptedSimulator()}
     return SMALL_WORLD if family == "FictionalQA" else {}
 
 
