@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import inspect
 import json
 import logging
 import math
@@ -30,6 +29,7 @@ from typing import Any, Literal
 
 import torch
 
+from searchgym.agents.scoring import target_logits
 from searchgym.envs.factories import reward_weights
 from searchgym.errors import ConfigError
 
@@ -430,15 +430,11 @@ def token_logprobs(
     takes ``logits_to_keep`` (transformers models do): a vocabulary-sized row per policy token,
     none for the prompt and observations."""
     picked = mask.bool()
-    if "logits_to_keep" in inspect.signature(getattr(model, "module", model).forward).parameters:
-        keep = torch.zeros_like(input_ids, dtype=torch.bool)
-        keep[:, :-1] = picked
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
-    else:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1][picked]
-    logits = logits.reshape(-1, logits.shape[-1]).float() / temperature
+    targets = torch.zeros_like(input_ids, dtype=torch.bool)
+    targets[:, 1:] = picked
+    logits = target_logits(model, input_ids, attention_mask, targets) / temperature
     log_norm = logits.logsumexp(dim=-1)
-    flat = logits.gather(1, input_ids[:, 1:][picked][:, None])[:, 0] - log_norm
+    flat = logits.gather(1, input_ids[targets][:, None])[:, 0] - log_norm
     logp = torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device).masked_scatter(picked, flat)
     entropy = None
     if with_entropy:

@@ -13,7 +13,6 @@ one extra forward per turn, batched over every context of a rollout.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import torch
 
 from searchgym.agents.llm_agent import Trajectory
+from searchgym.agents.scoring import model_device, right_pad, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
@@ -111,49 +111,6 @@ def _score_batch(model: Any, rows: Sequence[AnswerRow]) -> torch.Tensor:
     rows_of = torch.repeat_interleave(torch.arange(len(rows), device=counts.device), counts)
     sums = torch.zeros(len(rows), device=logprobs.device).index_add_(0, rows_of, logprobs)
     return (sums / counts).float().cpu()
-
-
-def right_pad(
-    sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], *, device: torch.device | str = "cpu"
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask, target_mask)`` of right-padded rows (pad id 0, masked out).
-    ``masks[i][k]`` marks the tokens of row i whose log-prob is wanted."""
-    width = max(map(len, sequences))
-    ids = torch.zeros(len(sequences), width, dtype=torch.long)
-    attention = torch.zeros(len(sequences), width, dtype=torch.long)
-    target = torch.zeros(len(sequences), width, dtype=torch.bool)
-    for i, (seq, mask) in enumerate(zip(sequences, masks)):
-        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        attention[i, : len(seq)] = 1
-        target[i, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
-    return ids.to(device), attention.to(device), target.to(device)
-
-
-def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor
-) -> torch.Tensor:
-    """``log π(input_ids[b, k] | input_ids[b, :k])`` for every ``(b, k)`` where ``target_mask`` is
-    set (k ≥ 1), flattened in row-major order, in float32. Logits are computed only at the
-    positions that predict those tokens (``logits_to_keep``) where the model supports it, so
-    long contexts cost no vocabulary-sized activations per token."""
-    if target_mask[:, 0].any():
-        raise ValueError("the first token of a row has nothing before it to be predicted from")
-    predicting = torch.zeros_like(target_mask)
-    predicting[:, :-1] = target_mask[:, 1:]
-    if _takes_logits_to_keep(model):
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=predicting).logits
-    else:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[predicting]
-    logits = logits.reshape(-1, logits.shape[-1]).float()
-    return -torch.nn.functional.cross_entropy(logits, input_ids[target_mask], reduction="none")
-
-
-def _takes_logits_to_keep(model: Any) -> bool:
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
-
-
-def model_device(model: Any) -> torch.device:
-    return next(model.parameters()).device
 
 
 def turn_answer_probabilities(

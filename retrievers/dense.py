@@ -97,8 +97,14 @@ def _new_index(dim: int, n: int, index: str, params: dict):
 
 
 def _training_size(params: dict) -> int:
-    """How many vectors an IVF-PQ index trains on: at least one per list and per PQ code."""
+    """The fewest vectors an IVF-PQ index can train on: one per list and per PQ code."""
     return max(params["nlist"], 2 ** params["nbits"])
+
+
+def _training_sample(params: dict) -> int:
+    """How many vectors IVF-PQ trains on (fewer if the corpus is smaller): ``train_size``, raised
+    to the 39 per list that FAISS's k-means asks for."""
+    return max(params["train_size"], 39 * params["nlist"], _training_size(params))
 
 
 def _build_index(vectors: np.ndarray, index: str, params: dict):
@@ -107,7 +113,7 @@ def _build_index(vectors: np.ndarray, index: str, params: dict):
     built = _new_index(dim, n, index, params)
     if index == "ivfpq":
         rng = np.random.default_rng(params["seed"])
-        sample = rng.choice(n, size=min(n, max(params["train_size"], _training_size(params))), replace=False)
+        sample = rng.choice(n, size=min(n, _training_sample(params)), replace=False)
         built.train(vectors[np.sort(sample)])
     built.add(vectors)
     return built
@@ -246,8 +252,7 @@ class Dense:
         )
         built = _new_index(encoder.dim, len(store), index, params)
         if index == "ivfpq":
-            size = max(params["train_size"], _training_size(params))
-            built.train(sample_rows(shards, size, params["seed"]))
+            built.train(sample_rows(shards, _training_sample(params), params["seed"]))
         for vectors in tqdm(iter_shards(shards), desc="indexing", unit=" shards", disable=not show_progress):
             built.add(vectors)
         dense = cls(built, store, encoder, params)

@@ -173,10 +173,10 @@ def test_information_gain_is_the_rise_between_turns():
 
 
 def test_models_without_logits_to_keep_give_the_same_scores(model, monkeypatch):
-    import searchgym.agents.info_gain as info_gain
+    import searchgym.agents.scoring as scoring
 
     sliced = answer_logprob(model, CONTEXTS, [300, 301], prefix=[7])
-    monkeypatch.setattr(info_gain, "_takes_logits_to_keep", lambda model: False)
+    monkeypatch.setattr(scoring, "takes_logits_to_keep", lambda model: False)
     torch.testing.assert_close(
         answer_logprob(model, CONTEXTS, [300, 301], prefix=[7]), sliced, atol=1e-5, rtol=0
     )

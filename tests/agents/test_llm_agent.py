@@ -70,7 +70,20 @@ def test_inline_results_extend_the_assistant_turn(tokenizer):
     assert all(lp == 0.0 for lp, m in zip(traj.logprobs, traj.mask) if not m)
 
 
-def test_results_come_as_user_messages_templated_by_the_chat_template(tokenizer):
+@pytest.fixture(params=["smollm2", "qwen2_5"])
+def templated(request, tokenizer):
+    """The chat templates in use: SmolLM2's own, and trl's Qwen2.5 template (trl_env's tool calls)."""
+    if request.param == "smollm2":
+        return tokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    copy = AutoTokenizer.from_pretrained(resolve_tokenizer("smollm2-135m-instruct"))
+    copy.chat_template = qwen2_5_chat_template
+    return copy
+
+
+def test_results_come_as_user_messages_templated_by_the_chat_template(templated):
+    tokenizer = templated
     call = '<tool_call>{"name": "search", "arguments": {"query": "capital"}}</tool_call>'
     answer = '<tool_call>{"name": "answer", "arguments": {"answer": "Oslo"}}</tool_call>'
     policy = ScriptedPolicy(tokenizer, [call, answer])

@@ -134,11 +134,11 @@ def test_tensorboard_is_optional_unless_required(tmp_path, no_tensorboard):
     with MetricsLog(tmp_path) as log:
         assert not log.tensorboard
         log.log(1, {"reward/total": 1.0})
-    with pytest.raises(DependencyNotInstalled, match="pip install tensorboard"):
+    with pytest.raises(DependencyNotInstalled, match=r"pip install 'searchgym\[tensorboard\]'"):
         MetricsLog(tmp_path, tensorboard=True)
 
 
-@pytest.mark.skipif(not HAS_TENSORBOARD, reason="tensorboard is not installed (pip install tensorboard)")
+@pytest.mark.skipif(not HAS_TENSORBOARD, reason="tensorboard is not installed (pip install 'searchgym[tensorboard]')")
 def test_real_tensorboard_event_files(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

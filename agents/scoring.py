@@ -1,0 +1,63 @@
+"""Scoring token sequences with a causal LM: the one place that turns padded rows and a mask of
+wanted tokens into their log-probs. GRPO's loss, IGPO's answer probabilities and the SFT warm
+start all go through `target_logits`, so logits are computed only where a token is scored."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def right_pad(
+    sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], *, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask, target_mask)`` of right-padded rows (pad id 0, masked out).
+    ``masks[i][k]`` marks the tokens of row i whose log-prob is wanted."""
+    width = max(map(len, sequences))
+    ids = torch.zeros(len(sequences), width, dtype=torch.long)
+    attention = torch.zeros(len(sequences), width, dtype=torch.long)
+    target = torch.zeros(len(sequences), width, dtype=torch.bool)
+    for i, (seq, mask) in enumerate(zip(sequences, masks)):
+        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention[i, : len(seq)] = 1
+        target[i, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+    return ids.to(device), attention.to(device), target.to(device)
+
+
+def target_logits(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor
+) -> torch.Tensor:
+    """The float32 logits [N, V] that predict ``input_ids[target_mask]`` (N tokens, row-major),
+    each from the tokens before it. Where the model takes a boolean ``logits_to_keep`` (transformers
+    models do), only those N rows of vocabulary logits are ever computed, so prompts and
+    observations cost no vocabulary-sized activations."""
+    if target_mask[:, 0].any():
+        raise ValueError("the first token of a row has nothing before it to be predicted from")
+    predicting = torch.zeros_like(target_mask, dtype=torch.bool)
+    predicting[:, :-1] = target_mask[:, 1:]
+    if takes_logits_to_keep(model):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=predicting).logits
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[predicting]
+    return logits.reshape(-1, logits.shape[-1]).float()
+
+
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor
+) -> torch.Tensor:
+    """``log π(input_ids[b, k] | input_ids[b, :k])`` for every ``(b, k)`` where ``target_mask`` is
+    set (k ≥ 1), flattened in row-major order, in float32."""
+    logits = target_logits(model, input_ids, attention_mask, target_mask)
+    return -torch.nn.functional.cross_entropy(logits, input_ids[target_mask.bool()], reduction="none")
+
+
+def takes_logits_to_keep(model: Any) -> bool:
+    """Whether ``model`` (or the module a DDP wrapper holds) accepts ``logits_to_keep``."""
+    return "logits_to_keep" in inspect.signature(getattr(model, "module", model).forward).parameters
+
+
+def model_device(model: Any) -> torch.device:
+    return next(model.parameters()).device
