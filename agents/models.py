@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from searchgym.errors import DataNotFoundError
 
@@ -82,16 +83,16 @@ def resolve_tokenizer(name: str) -> str:
     return str(target)
 
 
-def random_llama(tokenizer, *, seed: int = 0):
+def random_llama(tokenizer, *, seed: int = 0, **config: Any):
     """A random 2-layer, 32-wide Llama over ``tokenizer``'s vocabulary: a model that runs the whole
     pipeline (generation, scoring, training) in seconds on CPU, for tests and benchmarks of the
     plumbing. Large initial weights make its next-token distributions peaked, so greedy decoding
-    is stable under padding and batching; ``seed`` fixes the weights."""
+    is stable under padding and batching; ``seed`` fixes the weights; ``config`` overrides
+    `LlamaConfig` fields (``hidden_size``, ``initializer_range``, ...)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
+    defaults = dict(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -99,10 +100,14 @@ def random_llama(tokenizer, *, seed: int = 0):
         num_key_value_heads=1,
         max_position_embeddings=4096,
         initializer_range=0.5,
+        tie_word_embeddings=True,
+    )
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
+        **(defaults | config),
     )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
