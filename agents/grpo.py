@@ -114,7 +114,8 @@ class GRPOConfig:
 
     # -- evaluation, checkpoints, logging
     eval_tasks: int = 64
-    """Dev tasks evaluated greedily before and after training (0: none)."""
+    """Dev tasks evaluated greedily before and after training, and before the warm start when
+    there is one (0: none)."""
     eval_every: int = 0
     """Also evaluate every this many steps (0: only before and after)."""
     checkpoint_every: int = 10
@@ -447,7 +448,8 @@ def token_logprobs(
 
 
 def train(cfg: GRPOConfig) -> dict[str, Any]:
-    """Train ``cfg.model`` with GRPO on ``cfg.env``; returns the dev metrics before and after,
+    """Train ``cfg.model`` with GRPO on ``cfg.env``; returns the dev metrics as loaded (with a
+    warm start: ``eval_base``), before GRPO and after it,
     the steps run and the wall time (also written to ``run_dir/summary.json``). Runs as one
     process or under ``accelerate launch`` (data parallel: each process plays its share of the
     step's tasks; gradients are summed across processes)."""
@@ -488,21 +490,23 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
                 optimizer=optimizer,
                 tokenizer=tokenizer,
                 data_state=data_state,
-                extra={"eval_before": before},
+                extra={"eval_before": before, "eval_base": base},
                 keep=cfg.keep_checkpoints,
             )
         accelerator.wait_for_everyone()
 
-    start_step, before = 0, None
+    start_step, base, before = 0, None, None
     checkpoint = latest_checkpoint(run_dir) if cfg.resume else None
     if cfg.resume and checkpoint is None:
         logger.warning("resume: no checkpoint in %s; starting from scratch", run_dir)
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, model=model, optimizer=optimizer)
         start_step, before = state["step"], state["extra"].get("eval_before")
+        base = state["extra"].get("eval_base")
         episodes.sync_rollout_weights(rollout_policy, model)
     else:
         if cfg.warm_start_episodes:
+            base = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
             episodes.warm_start(cfg, model, tokenizer, accelerator)
             episodes.sync_rollout_weights(rollout_policy, model)
         before = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
@@ -547,6 +551,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         "steps": cfg.steps,
         "resumed_from": start_step,
         "wall_s": time.perf_counter() - start_time,
+        "eval_base": base,
         "eval_before": before,
         "eval_after": after,
         "is_main_process": main,

@@ -191,11 +191,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)
     summary = train(cfg)
     if summary["is_main_process"]:
-        for when in ("before", "after"):
+        labels = {"base": "as loaded", "before": "before GRPO", "after": "after GRPO"}
+        if cfg.warm_start_episodes:
+            labels["before"] = "after SFT"
+        for when, label in labels.items():
             metrics = summary[f"eval_{when}"]
             if metrics:
                 print(
-                    f"dev {when:>6}: EM {metrics['em']:.3f}  F1 {metrics['f1']:.3f}  "
+                    f"dev {label:>11}: EM {metrics['em']:.3f}  F1 {metrics['f1']:.3f}  "
                     f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
                     f"(n {metrics['n']:.0f})"
                 )

@@ -97,3 +97,21 @@ def test_a_non_finite_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoin
         train(tiny_config(tiny_llama_dir, tmp_path, eval_tasks=0))
     start = weights(tmp_path, 0)
     assert start and not (tmp_path / "checkpoints" / "step-000001").exists()
+
+
+def test_a_warm_start_runs_before_grpo_and_is_evaluated_on_both_sides(tiny_llama_dir, tmp_path):
+    summary = train(
+        tiny_config(tiny_llama_dir, tmp_path, steps=1, warm_start_episodes=2, warm_start_batch_size=2)
+    )
+    loaded = load_file(tiny_llama_dir / "model.safetensors")
+    warm = weights(tmp_path, 0)  # step 0: after the warm start, before any GRPO update
+    assert any(not torch.equal(loaded[k], warm[k]) for k in warm)
+    assert summary["eval_base"]["n"] == summary["eval_before"]["n"] == summary["eval_after"]["n"] == 2
+    resumed = train(
+        tiny_config(
+            tiny_llama_dir, tmp_path, steps=1, warm_start_episodes=2, warm_start_batch_size=2, resume=True
+        )
+    )
+    assert (
+        resumed["resumed_from"] == 1 and resumed["eval_base"] == summary["eval_base"]
+    )  # kept in the checkpoint
