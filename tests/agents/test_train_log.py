@@ -138,7 +138,7 @@ def test_tensorboard_is_optional_unless_required(tmp_path, no_tensorboard):
         MetricsLog(tmp_path, tensorboard=True)
 
 
-@pytest.mark.skipif(not HAS_TENSORBOARD, reason="tensorboard is not installed (pip install 'searchgym[tensorboard]')")
+@pytest.mark.skipif(not HAS_TENSORBOARD, reason="tensorboard is not installed (the tensorboard extra)")
 def test_real_tensorboard_event_files(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
