@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from scripted_policy import ScriptedPolicy
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import searchgym
@@ -18,7 +19,6 @@ from searchgym.agents.info_gain import (
     turn_answer_probabilities,
 )
 from searchgym.agents.llm_agent import PolicyAgent, Trajectory
-from searchgym.agents.policy import Completion
 from searchgym.envs.protocols import make_protocol
 from searchgym.errors import ConfigError
 
@@ -115,31 +115,12 @@ def test_answer_tokens_need_an_answer_tool_and_an_answer(tokenizer):
         answer_tokens(tokenizer, make_protocol("tags"), "  ")
 
 
-class Script:
-    """A policy writing given texts (a stop string ends a turn, else the EOS token)."""
-
-    name = "script"
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts = tokenizer, list(texts)
-
-    def generate(self, prompts, params):
-        out = []
-        for _ in prompts:
-            text = self.texts.pop(0)
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-            if not any(text.endswith(s) for s in params.stop):
-                ids.append(self.tokenizer.eos_token_id)
-            out.append(Completion(text, ids, [], "stop"))
-        return out
-
-
 def test_turn_probabilities_score_the_context_before_each_turn(model, tokenizer):
     world = {"n_passages": 300, "seed": 0}
     env = searchgym.make("searchgym/FictionalQA-BM25-v0", **world)
     task = env.unwrapped.tasks[0]
     texts = ["<search> a </search>", "no idea", f"<search> {task.question} </search>", "<answer> x </answer>"]
-    [episode] = run_episodes(lambda: env, lambda: PolicyAgent(Script(tokenizer, texts)), [task])
+    [episode] = run_episodes(lambda: env, lambda: PolicyAgent(ScriptedPolicy(tokenizer, texts)), [task])
     traj = episode.trajectory
     prefix, answer = answer_tokens(tokenizer, env.unwrapped.protocol, task.answers[0])
     probabilities = turn_answer_probabilities(model, traj, answer, prefix)

@@ -1,6 +1,7 @@
 """`PolicyAgent`: episodes as one token stream that never re-tokenizes what came before."""
 
 import pytest
+from scripted_policy import ScriptedPolicy
 from transformers import AutoTokenizer
 
 import searchgym
@@ -8,7 +9,7 @@ from searchgym.agents import run_episodes
 from searchgym.agents.hf_policy import HFPolicy
 from searchgym.agents.llm_agent import ChatFormat, PolicyAgent
 from searchgym.agents.models import resolve_tokenizer
-from searchgym.agents.policy import Completion, SamplingParams
+from searchgym.agents.policy import SamplingParams
 from searchgym.errors import ConfigError
 
 SMALL_WORLD = {"n_passages": 300, "seed": 0}
@@ -17,32 +18,6 @@ SMALL_WORLD = {"n_passages": 300, "seed": 0}
 @pytest.fixture(scope="module")
 def tokenizer():
     return AutoTokenizer.from_pretrained(resolve_tokenizer("smollm2-135m-instruct"))
-
-
-class ScriptedPolicy:
-    """Answers every call with the next texts of a script, as a model would (token ids, EOS when
-    no stop string ends the text); records the prompts it was given."""
-
-    name = "scripted"
-
-    def __init__(self, tokenizer, script):
-        self.tokenizer, self.script, self.prompts, self.calls = tokenizer, list(script), [], 0
-
-    def generate(self, prompts, params):
-        self.calls += 1
-        out = []
-        for prompt in prompts:
-            self.prompts.append(list(prompt))
-            text = self.script.pop(0)
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-            stopped = any(text.endswith(s) for s in params.stop)
-            if not stopped:
-                ids.append(self.tokenizer.eos_token_id)
-            out.append(Completion(text, ids, [-0.5] * len(ids), "stop"))
-        return out
-
-    def chat(self, conversations, params):
-        raise AssertionError("a policy with a tokenizer is driven by token ids")
 
 
 def env(protocol="tags"):
@@ -56,7 +31,7 @@ def play(policy, protocol="tags", n=1, n_envs=1):
 
 def test_inline_results_extend_the_assistant_turn(tokenizer):
     policy_texts = ["<think>x</think><search> capital </search>", "<answer> Oslo </answer>"]
-    policy = ScriptedPolicy(tokenizer, policy_texts)
+    policy = ScriptedPolicy(tokenizer, logprob=-0.5, script=policy_texts)
     [episode], _ = play(policy)
     traj = episode.trajectory
     first, second = policy.prompts
@@ -86,7 +61,7 @@ def test_results_come_as_user_messages_templated_by_the_chat_template(templated)
     tokenizer = templated
     call = '<tool_call>{"name": "search", "arguments": {"query": "capital"}}</tool_call>'
     answer = '<tool_call>{"name": "answer", "arguments": {"answer": "Oslo"}}</tool_call>'
-    policy = ScriptedPolicy(tokenizer, [call, answer])
+    policy = ScriptedPolicy(tokenizer, logprob=-0.5, script=[call, answer])
     [episode], _ = play(policy, protocol="tool_calls")
     traj, second = episode.trajectory, policy.prompts[1]
     assert second == traj.prompt_ids + traj.ids[: len(second) - len(traj.prompt_ids)]
@@ -101,7 +76,7 @@ def test_results_come_as_user_messages_templated_by_the_chat_template(templated)
 
 
 def test_an_end_of_sequence_token_closes_the_turn_even_with_inline_results(tokenizer):
-    policy = ScriptedPolicy(tokenizer, ["I do not know.", "<answer> Oslo </answer>"])
+    policy = ScriptedPolicy(tokenizer, logprob=-0.5, script=["I do not know.", "<answer> Oslo </answer>"])
     [episode], _ = play(policy)
     text = tokenizer.decode(policy.prompts[1])
     assert text.endswith(
@@ -121,7 +96,7 @@ def test_turn_starts_mark_what_the_policy_saw_before_each_turn(tokenizer, protoc
             '<tool_call>{"name": "answer", "arguments": {"answer": "Oslo"}}</tool_call>',
         ],
     }[protocol]
-    policy = ScriptedPolicy(tokenizer, calls)
+    policy = ScriptedPolicy(tokenizer, logprob=-0.5, script=calls)
     [episode], _ = play(policy, protocol=protocol)
     traj = episode.trajectory
     assert len(traj.turn_starts) == len(traj.turn_ends) == len(policy.prompts) == 3
@@ -135,7 +110,7 @@ def test_turn_starts_mark_what_the_policy_saw_before_each_turn(tokenizer, protoc
 
 def test_agents_sharing_a_policy_act_in_one_call(tokenizer):
     script = ["<answer> a </answer>"] * 6
-    policy = ScriptedPolicy(tokenizer, script)
+    policy = ScriptedPolicy(tokenizer, logprob=-0.5, script=script)
     episodes, _ = play(policy, n=6, n_envs=3)
     assert policy.calls == 2 and len(episodes) == 6 and all(ep.n_turns == 1 for ep in episodes)
 
@@ -195,7 +170,7 @@ def self_search_env(max_turns=8):
 
 def test_self_written_information_is_kept_out_of_the_loss(tokenizer):
     texts = ["<search> capital </search>", "Oslo is a capital.</information>", "<answer> Oslo </answer>"]
-    policy = ScriptedPolicy(tokenizer, texts)
+    policy = ScriptedPolicy(tokenizer, logprob=-0.5, script=texts)
     tasks = env().unwrapped.tasks[:1]
     [episode] = run_episodes(self_search_env, lambda: PolicyAgent(policy), tasks)
     traj = episode.trajectory

@@ -3,12 +3,12 @@ SFT loop that teaches the tiny random Llama the action protocol."""
 
 import pytest
 import torch
+from scripted_policy import ScriptedPolicy
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import searchgym
 from searchgym.agents import OracleAgent, run_episodes
 from searchgym.agents.llm_agent import PolicyAgent, Trajectory
-from searchgym.agents.policy import Completion
 from searchgym.agents.warm_start import oracle_trajectories, sft
 from searchgym.errors import ConfigError, TrainingDiverged
 
@@ -29,27 +29,6 @@ def tasks():
     return list(make_env().unwrapped.tasks)
 
 
-class Script:
-    """A policy that writes the given texts as a model would (EOS unless a stop string ends the
-    text) and records the prompts it was shown."""
-
-    name = "script"
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
-
-    def generate(self, prompts, params):
-        out = []
-        for prompt in prompts:
-            self.prompts.append(list(prompt))
-            text = self.texts.pop(0)
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-            if not any(text.endswith(s) for s in params.stop):
-                ids.append(self.tokenizer.eos_token_id)
-            out.append(Completion(text, ids, [], "stop"))
-        return out
-
-
 @pytest.mark.parametrize("protocol", ["tags", "tool_calls"])
 def test_the_recorded_stream_is_what_a_policy_agent_builds(tokenizer, tasks, protocol):
     chosen = [tasks[0], tasks[1], tasks[-1]]  # 1-hop and 2-hop questions
@@ -58,7 +37,7 @@ def test_the_recorded_stream_is_what_a_policy_agent_builds(tokenizer, tasks, pro
     for traj, episode, task in zip(recorded, oracle, chosen):
         assert episode.em == 1.0
         texts = [turn.action for turn in episode.turns]
-        script = Script(tokenizer, texts)
+        script = ScriptedPolicy(tokenizer, texts)
         [played] = run_episodes(lambda: make_env(protocol), lambda s=script: PolicyAgent(s), [task])
         assert traj == played.trajectory  # ids, mask, logprobs and turn boundaries
         for t, prompt in enumerate(script.prompts):  # the prefix property: no re-tokenizing
