@@ -1,0 +1,6 @@
+"""The web: pages as an agent reads them, where pages come from (an offline site's files, a
+loopback server, the live web) and how the web is searched (an index over a site, search APIs)."""
+
+from searchgym.retrievers.web.page import FetchError, Link, Page, PageSource, RawPage, SearchResult, WebSearcher
+
+__all__ = ["FetchError", "Link", "Page", "PageSource", "RawPage", "SearchResult", "WebSearcher"]
