@@ -107,7 +107,9 @@ class GRPOConfig:
 
     # -- warm start: SFT on the oracle agent's episodes before GRPO
     warm_start_episodes: int = 0
-    """Oracle episodes to fine-tune on first (0: no warm start)."""
+    """Episodes of ``warm_start_agent`` to fine-tune on first (0: no warm start)."""
+    warm_start_agent: str = "oracle"
+    """The scripted agent whose episodes the warm start imitates (a name in `AGENTS`)."""
     warm_start_epochs: int = 1
     warm_start_lr: float = 5e-5
     warm_start_batch_size: int = 8
@@ -171,6 +173,12 @@ class GRPOConfig:
                 "kl_coef, info_gain, lr, eval_tasks, eval_every and warm_start_episodes must be >= 0"
             )
         reward_weights(self.rewards)  # unknown or bad weights fail here, not at the first step
+        from searchgym.agents.registry import AGENTS
+
+        if self.warm_start_agent not in AGENTS:
+            raise ConfigError(
+                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS)}), got {self.warm_start_agent!r}"
+            )
 
     @property
     def info_gain_weight(self) -> float:

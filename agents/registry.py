@@ -23,6 +23,7 @@ from searchgym.errors import ConfigError
 
 AGENTS: dict[str, Callable[[int], Agent]] = {
     "oracle": lambda seed: OracleAgent(),
+    "wasteful-oracle": lambda seed: OracleAgent(p_verify=0.5, seed=seed),
     "heuristic": lambda seed: HeuristicAgent(),
     "random": lambda seed: RandomAgent(seed=seed),
 }

@@ -95,18 +95,29 @@ class _Scripted:
 
 class OracleAgent(_Scripted):
     """Searches the gold evidence chain hop by hop (``metadata["chain"][i]["query"]`` where the
-    task has one, else the question once), then gives the first gold answer."""
+    task has one, else the question once), then gives the first gold answer.
+
+    With ``p_verify`` > 0 it is a wasteful oracle: in that share of episodes (drawn from
+    ``seed``) it searches the question once more before answering, a search that adds nothing.
+    Warm-started on it, a policy over-searches, which a cost reward should train away."""
+
+    def __init__(self, p_verify: float = 0.0, seed: int = 0) -> None:
+        self.p_verify = p_verify
+        self.rng = np.random.default_rng(seed)
 
     def reset(self, info: dict[str, Any]) -> None:
         super().reset(info)
         chain = self.task.metadata.get("chain") or []
         self.queries = [hop["query"] for hop in chain if hop.get("query")] or [self.task.question]
+        self.verify = self.p_verify > 0 and self.rng.random() < self.p_verify
 
     def act(self, observation: str) -> str:
         self.turn += 1
         if self.turn <= len(self.queries):
             query = self.queries[self.turn - 1]
             return self._say(f"Step {self.turn}: I need to find out about {query}.", "search", query)
+        if self.verify and self.turn == len(self.queries) + 1:
+            return self._say("Let me check the answer once more.", "search", self.task.question)
         return self._say("I have found everything I need.", "answer", self.task.answers[0])
 
 

@@ -141,8 +141,8 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
 
 
 def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) -> list[float]:
-    """Supervised fine-tuning on the oracle agent's episodes of training tasks, so that a small
-    model knows the action protocol before RL; returns the per-step losses."""
+    """Supervised fine-tuning on ``cfg.warm_start_agent``'s episodes of training tasks, so that a
+    small model knows the action protocol before RL; returns the per-step losses."""
     from searchgym.agents.warm_start import oracle_trajectories, sft
 
     env = make_env(cfg, cfg.train_split)
@@ -150,7 +150,9 @@ def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) ->
     env.close()
     order = torch.randperm(len(tasks), generator=torch.Generator().manual_seed(cfg.seed))
     chosen = [tasks[int(i)] for i in order[: cfg.warm_start_episodes]]
-    trajectories = oracle_trajectories([make_env(cfg, cfg.train_split)], chosen, tokenizer)
+    trajectories = oracle_trajectories(
+        [make_env(cfg, cfg.train_split)], chosen, tokenizer, agent=cfg.warm_start_agent, seed=cfg.seed
+    )
     return sft(
         model,
         trajectories,

@@ -205,6 +205,8 @@ def test_config_rejects_bad_values_and_unknown_keys_with_a_hint():
         load_config(None, ["group_sise=4"])
     with pytest.raises(ConfigError, match="key=value"):
         load_config(None, ["steps"])
+    with pytest.raises(ConfigError, match="warm_start_agent must be a scripted agent"):
+        GRPOConfig(warm_start_agent="hf:smollm2-135m-instruct")
 
 
 def test_config_reads_yaml_and_overrides(tmp_path):

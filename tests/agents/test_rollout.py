@@ -46,6 +46,18 @@ def test_oracle_follows_the_chain_and_answers(make_env, protocol):
     assert all(ep.n_invalid == 0 and ep.terminated and not ep.truncated for ep in episodes)
 
 
+def test_wasteful_oracle_searches_the_question_once_more_in_its_share_of_episodes(make_env):
+    always = run_episodes(make_env, lambda: OracleAgent(p_verify=1.0), TASKS)
+    assert [ep.em for ep in always] == [1.0] * 4
+    assert [ep.n_searches for ep in always] == [2, 2, 3, 2]
+    assert always[2].turns[2].action.endswith(f"<search> {TASKS[2].question} </search>")
+    tasks = TASKS * 25
+    half = run_episodes(make_env, lambda: make_agent("wasteful-oracle", seed=3), tasks)
+    extra = [ep.n_searches - len(t.metadata.get("chain", [None])) for ep, t in zip(half, tasks)]
+    assert set(extra) == {0, 1} and 35 <= sum(extra) <= 65
+    assert all(ep.em == 1.0 for ep in half)
+
+
 def test_heuristic_answers_from_the_top_document(make_env):
     episodes = run_episodes(make_env, HeuristicAgent, TASKS)
     assert [ep.n_searches for ep in episodes] == [1, 1, 1, 1]
