@@ -177,7 +177,8 @@ class GRPOConfig:
 
         if self.warm_start_agent not in AGENTS:
             raise ConfigError(
-                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS)}), got {self.warm_start_agent!r}"
+                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS)}), "
+                f"got {self.warm_start_agent!r}"
             )
 
     @property
