@@ -484,7 +484,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         episodes.make_env(cfg, cfg.train_split)
         for _ in range(episodes.per_process(cfg.tasks_per_step, accelerator) * cfg.group_size)
     ]
-    train_tasks = list(envs[0].unwrapped.tasks)
+    _, train_tasks = episodes.split_warm_start(list(envs[0].unwrapped.tasks), cfg)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8")

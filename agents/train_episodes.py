@@ -58,6 +58,17 @@ def per_process(n: int, accelerator: Any) -> int:
     return n // accelerator.num_processes
 
 
+def split_warm_start(tasks: Sequence[Any], cfg: GRPOConfig) -> tuple[list[Any], list[Any]]:
+    """``(warm-start tasks, GRPO tasks)``: the first ``warm_start_episodes`` of a seeded shuffle
+    are imitated; GRPO trains on the others, so that RL does not replay questions SFT memorised
+    (a memorised question is solved in every sample of its group and teaches nothing). GRPO
+    keeps every task when the warm start uses them all."""
+    order = torch.randperm(len(tasks), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
+    chosen = set(order[: cfg.warm_start_episodes])
+    rest = [t for i, t in enumerate(tasks) if i not in chosen]
+    return [tasks[i] for i in order[: cfg.warm_start_episodes]], rest or list(tasks)
+
+
 def step_tasks(tasks: Sequence[Any], step: int, cfg: GRPOConfig, accelerator: Any) -> list[Any]:
     """This process's share of step ``step``'s tasks: a fresh seeded shuffle of the training
     tasks each epoch, consumed in order, so any step's tasks follow from its number (resume)."""
@@ -146,10 +157,8 @@ def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) ->
     from searchgym.agents.warm_start import oracle_trajectories, sft
 
     env = make_env(cfg, cfg.train_split)
-    tasks = list(env.unwrapped.tasks)
+    chosen, _ = split_warm_start(list(env.unwrapped.tasks), cfg)
     env.close()
-    order = torch.randperm(len(tasks), generator=torch.Generator().manual_seed(cfg.seed))
-    chosen = [tasks[int(i)] for i in order[: cfg.warm_start_episodes]]
     trajectories = oracle_trajectories(
         [make_env(cfg, cfg.train_split)], chosen, tokenizer, agent=cfg.warm_start_agent, seed=cfg.seed
     )

@@ -89,3 +89,25 @@ def test_a_warm_start_runs_before_grpo_and_is_evaluated_on_both_sides(tiny_llama
     assert (
         resumed["resumed_from"] == 1 and resumed["eval_base"] == summary["eval_base"]
     )  # kept in the checkpoint
+
+
+def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_dir, tmp_path, monkeypatch):
+    from searchgym.agents import train_episodes, warm_start
+
+    seen: dict[str, set[str]] = {"sft": set(), "grpo": set()}
+    record_sft, play = warm_start.oracle_trajectories, train_episodes.play_groups
+
+    def recorded_sft(envs, tasks, *args, **kwargs):
+        seen["sft"] |= {t.id for t in tasks}
+        return record_sft(envs, tasks, *args, **kwargs)
+
+    def recorded_play(policy, envs, tasks, cfg, seed):
+        seen["grpo"] |= {t.id for t in tasks}
+        return play(policy, envs, tasks, cfg, seed)
+
+    monkeypatch.setattr(warm_start, "oracle_trajectories", recorded_sft)
+    monkeypatch.setattr(train_episodes, "play_groups", recorded_play)
+    cfg = tiny_config(tiny_llama_dir, tmp_path, steps=2, warm_start_episodes=4, warm_start_batch_size=4)
+    train(cfg)
+    assert len(seen["sft"]) == 4 and len(seen["grpo"]) == 2 * cfg.tasks_per_step
+    assert not seen["sft"] & seen["grpo"]
