@@ -1,6 +1,7 @@
 """Agents by name, as the CLI and configs refer to them.
 
-Scripted agents have plain names (``oracle``, ``heuristic``, ``random``). Language-model agents
+Scripted agents have plain names (``oracle``, ``heuristic``, ``random``; for the planner env
+``planner-K``, the gold chain's first K hop queries, and ``planner-question``). Language-model agents
 are ``BACKEND:MODEL``: ``hf:smollm2-135m-instruct``, ``hf:Qwen/Qwen2.5-0.5B-Instruct``,
 ``hf:/path/to/checkpoint``, ``vllm:MODEL`` (GPU extra), ``openai:MODEL`` (the server at
 ``$SEARCHGYM_OPENAI_BASE_URL``, default ``http://127.0.0.1:8000/v1``; key ``$OPENAI_API_KEY``).
@@ -17,6 +18,7 @@ import os
 from collections.abc import Callable
 
 from searchgym.agents.base import Agent
+from searchgym.agents.planners import FixedPlanner, QuestionPlanner
 from searchgym.agents.policy import Policy, SamplingParams
 from searchgym.agents.scripted import HeuristicAgent, OracleAgent, RandomAgent
 from searchgym.errors import ConfigError
@@ -26,6 +28,8 @@ AGENTS: dict[str, Callable[[int], Agent]] = {
     "wasteful-oracle": lambda seed: OracleAgent(p_verify=0.5, seed=seed),
     "heuristic": lambda seed: HeuristicAgent(),
     "random": lambda seed: RandomAgent(seed=seed),
+    **{f"planner-{k}": (lambda seed, k=k: FixedPlanner(k)) for k in range(5)},
+    "planner-question": lambda seed: QuestionPlanner(),
 }
 # backend prefix -> how to build its policy from (model, seed); modules import on first use
 POLICIES: dict[str, Callable[[str, int], Policy]] = {

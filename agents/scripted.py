@@ -1,6 +1,8 @@
 """Scripted baselines: an oracle that follows the gold evidence, a search-once heuristic, and a
 random agent. They write actions in the env's own protocol, so they run on every env and their
-trajectories can serve as supervised warm-start data."""
+trajectories can serve as supervised warm-start data. Where the protocol has no ``answer`` tool
+(the planner env, whose frozen generator answers), they call the tool without arguments that
+ends the episode (``finish``) where they would answer."""
 
 from __future__ import annotations
 
@@ -9,72 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.agents.web_oracle import WebOracleAgent, is_web
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
+from searchgym.tasks.extractive import extract_answer, parse_docs
 
-_STOPWORDS = frozenset(
-    "a an and are as at be by did does do for from has have in is it its of on or the to was "  # noqa: SIM905
-    "were what when where which who whom whose why how that this with he she they his her their "
-    "after before during since".split()
-)
-_NOT_NAMES = frozenset(
-    "January February March April May June July August September October November December "  # noqa: SIM905
-    "Not Founded Located Born Its It In On At After Before During Since".split()
-)
 _WORD_RE = re.compile(r"\w+")
-_DOC_RE = re.compile(r"Doc \d+\(Title: (.*?)\) (.*?)(?=\nDoc \d+\(Title: |</information>|\Z)", re.S)
-_YEAR_RE = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
-_NUMBER_RE = re.compile(r"\b\d[\d,.]*\b")
-_NAME_RE = re.compile(r"\b[A-Z][\w'-]*(?:\s+(?:of|de|van|von|the)?\s*[A-Z][\w'-]*)*")
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD_RE.findall(text.lower()) if w not in _STOPWORDS}
-
-
-def parse_docs(observation: str) -> list[tuple[str, str]]:
-    """``(title, text)`` of each document in a Search-R1-style observation, in rank order.
-
-    >>> parse_docs("<information>Doc 1(Title: Paris) Capital of France.</information>")
-    [('Paris', 'Capital of France.')]
-    """
-    return _DOC_RE.findall(observation)
-
-
-def extract_answer(question: str, text: str, *, title_first: bool = False) -> str:
-    """Guess the answer span in ``text``: pick the sentence sharing most words with the
-    question, then the first span of the expected kind (year, number or name) that the
-    question does not already contain. With ``title_first``, the text starts with the
-    document's title (up to the first period), whose words do not count as overlap.
-
-    >>> text = "Ada Quell is a poet. She was born in 1911 in Orvo."
-    >>> extract_answer("In what year was Ada Quell born?", text)
-    '1911'
-    >>> extract_answer("Where was Ada Quell born?", text)
-    'Orvo'
-    """
-    q_words = _content_words(question)
-    topic = _content_words(text.split(".", 1)[0]) if title_first else set()
-    cues = q_words - topic or q_words  # the words naming the entity are in every sentence
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()] or [text]
-    ranked = sorted(sentences, key=lambda s: -len(cues & _content_words(s)))
-    q_lower = question.lower()
-    if "year" in q_lower or q_lower.startswith("when"):
-        pattern = _YEAR_RE
-    elif q_lower.startswith("how many") or "population" in q_lower:
-        pattern = _NUMBER_RE
-    else:
-        pattern = _NAME_RE
-    for sentence in ranked:
-        for m in pattern.finditer(sentence):
-            words = m.group(0).strip(" ,.").split()
-            while words and (words[0].lower() in _STOPWORDS or words[0] in _NOT_NAMES):
-                words.pop(0)
-            span = " ".join(words)
-            if span and span.lower() not in q_lower and _content_words(span) - q_words:
-                return span
-    leftover = [w for w in _WORD_RE.findall(ranked[0]) if w.lower() not in q_words | _STOPWORDS]
-    return " ".join(leftover[:3]) or ranked[0]
 
 
 class _Scripted:
@@ -87,10 +29,21 @@ class _Scripted:
         self.task = info["task"]
         self.turn = 0
 
-    def _say(self, thought: str, tool: str, value: str) -> str:
-        (param,) = (p.name for t in self.protocol.tools if t.name == tool for p in t.params)
-        call = self.protocol.format_call(ToolCall(tool, {param: value}))
+    def _say(self, thought: str, tool: str, value: str | None = None) -> str:
+        params = [p.name for t in self.protocol.tools if t.name == tool for p in t.params]
+        call = self.protocol.format_call(ToolCall(tool, {params[0]: value} if params else {}))
         return f"<think>{thought}</think>\n{call}"
+
+    def _conclude(self, thought: str, answer: str) -> str:
+        """Answer; where the protocol has no ``answer`` tool, call the first tool that takes no
+        argument instead (the planner env's ``finish``: its generator answers)."""
+        if any(t.name == "answer" for t in self.protocol.tools):
+            return self._say(thought, "answer", answer)
+        stop = next((t.name for t in self.protocol.tools if not t.params), None)
+        if stop is None:
+            names = [t.name for t in self.protocol.tools]
+            raise ValueError(f"the protocol has no 'answer' tool and no tool without arguments: {names}")
+        return self._say(thought, stop)
 
 
 class OracleAgent(_Scripted):
@@ -99,7 +52,10 @@ class OracleAgent(_Scripted):
 
     With ``p_verify`` > 0 it is a wasteful oracle: in that share of episodes (drawn from
     ``seed``) it searches the question once more before answering, a search that adds nothing.
-    Warm-started on it, a policy over-searches, which a cost reward should train away."""
+    Warm-started on it, a policy over-searches, which a cost reward should train away.
+
+    On a web env (a protocol with ``follow``) it browses instead: `WebOracleAgent` follows the
+    chain's infobox links and reads the answer off the last page."""
 
     def __init__(self, p_verify: float = 0.0, seed: int = 0) -> None:
         self.p_verify = p_verify
@@ -110,15 +66,20 @@ class OracleAgent(_Scripted):
         chain = self.task.metadata.get("chain") or []
         self.queries = [hop["query"] for hop in chain if hop.get("query")] or [self.task.question]
         self.verify = self.p_verify > 0 and self.rng.random() < self.p_verify
+        self.web = WebOracleAgent() if is_web(self.protocol) else None
+        if self.web is not None:
+            self.web.reset(info)
 
     def act(self, observation: str) -> str:
+        if self.web is not None:
+            return self.web.act(observation)
         self.turn += 1
         if self.turn <= len(self.queries):
             query = self.queries[self.turn - 1]
             return self._say(f"Step {self.turn}: I need to find out about {query}.", "search", query)
         if self.verify and self.turn == len(self.queries) + 1:
             return self._say("Let me check the answer once more.", "search", self.task.question)
-        return self._say("I have found everything I need.", "answer", self.task.answers[0])
+        return self._conclude("I have found everything I need.", self.task.answers[0])
 
 
 class HeuristicAgent(_Scripted):
@@ -130,10 +91,10 @@ class HeuristicAgent(_Scripted):
             return self._say("Let me search the question.", "search", self.task.question)
         docs = parse_docs(observation)
         if not docs:
-            return self._say("Nothing was found.", "answer", "unknown")
+            return self._conclude("Nothing was found.", "unknown")
         title, text = docs[0]
         answer = extract_answer(self.task.question, f"{title}. {text}", title_first=True)
-        return self._say(f"The top document is about {title}.", "answer", answer)
+        return self._conclude(f"The top document is about {title}.", answer)
 
 
 class RandomAgent(_Scripted):
@@ -152,6 +113,6 @@ class RandomAgent(_Scripted):
         self.turn += 1
         self.seen += _WORD_RE.findall(" ".join(text for _, text in parse_docs(observation)))
         if self.turn > 1 and self.rng.random() < self.p_answer:
-            return self._say("I will guess.", "answer", str(self.rng.choice(self.seen)))
+            return self._conclude("I will guess.", str(self.rng.choice(self.seen)))
         words = self.rng.choice(self.seen, size=min(3, len(self.seen)), replace=False)
         return self._say("Let me search something.", "search", " ".join(words))

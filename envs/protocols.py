@@ -11,7 +11,9 @@ Two protocols, both generated from the same `Tool` definitions:
 Parsing rules, shared by both: the first complete call wins and later ones are counted in
 ``ToolCall.extra_calls``; an unclosed call, a call nested inside another, an unknown tool, a
 missing or empty argument, or text longer than ``max_chars`` is `Invalid` with a reason the
-agent can read.
+agent can read. A tool may take no argument (``<finish></finish>``,
+``{"name": "finish", "arguments": {}}``); giving it one is `Invalid`. ``goal`` is the first
+sentence of the instructions (default: answer the question).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from searchgym.envs.tools import ANSWER, SEARCH, Action, Invalid, Tool, ToolCall
 
 MAX_ACTION_CHARS = 20_000
+DEFAULT_GOAL = "Answer the given question."
 # Tags escaped in tool output whatever the protocol, so no document imitates an action or a
 # result block of either protocol.
 ESCAPED_TAGS = ("think", "search", "answer", "information", "tool_call", "tool_response", "tools")
@@ -34,7 +37,12 @@ class ActionProtocol:
     name: str
     result_tag: str
 
-    def __init__(self, tools: Sequence[Tool] = (SEARCH, ANSWER), max_chars: int = MAX_ACTION_CHARS):
+    def __init__(
+        self,
+        tools: Sequence[Tool] = (SEARCH, ANSWER),
+        max_chars: int = MAX_ACTION_CHARS,
+        goal: str = DEFAULT_GOAL,
+    ):
         if not tools:
             raise ValueError("a protocol needs at least one tool")
         names = [t.name for t in tools]
@@ -42,6 +50,7 @@ class ActionProtocol:
             raise ValueError(f"tool names must be unique, got {names}")
         self.tools = tuple(tools)
         self.max_chars = max_chars
+        self.goal = goal
         self._by_name = {t.name: t for t in tools}
         tags = sorted({*ESCAPED_TAGS, *(t.name for t in self.tools)})
         self._tag_re = re.compile(rf"<(/?)({'|'.join(map(re.escape, tags))})\b[^>]*>", re.I)
@@ -100,18 +109,25 @@ class ActionProtocol:
 
 
 class TagsProtocol(ActionProtocol):
-    """Search-R1's tags. Each tool takes exactly one argument, written between its tags."""
+    """Search-R1's tags. A tool takes one argument, written between its tags, or none
+    (``<finish></finish>``)."""
 
     name = "tags"
     result_tag = "information"
 
-    def __init__(self, tools: Sequence[Tool] = (SEARCH, ANSWER), max_chars: int = MAX_ACTION_CHARS):
+    def __init__(
+        self,
+        tools: Sequence[Tool] = (SEARCH, ANSWER),
+        max_chars: int = MAX_ACTION_CHARS,
+        goal: str = DEFAULT_GOAL,
+    ):
         for t in tools:
-            if len(t.params) != 1:
+            if len(t.params) > 1:
                 raise ValueError(
-                    f"the tags protocol needs one-argument tools; {t.name!r} has {len(t.params)}"
+                    f"the tags protocol needs one-argument tools (or tools without arguments); "
+                    f"{t.name!r} has {len(t.params)}"
                 )
-        super().__init__(tools, max_chars)
+        super().__init__(tools, max_chars, goal)
         names = "|".join(re.escape(t.name) for t in self.tools)
         self._call_re = re.compile(rf"<({names})>(.*?)</\1>", re.S)
         self._open_re = re.compile(rf"<({names})>")
@@ -119,11 +135,12 @@ class TagsProtocol(ActionProtocol):
 
     def instructions(self, question: str) -> str:
         lines = [
-            "Answer the given question. Reason inside <think> and </think> first every time "
+            f"{self.goal} Reason inside <think> and </think> first every time "
             "you get new information. Then take exactly one of these actions:",
         ]
         for t in self.tools:
-            lines.append(f"- <{t.name}> {t.params[0].name} </{t.name}>: {t.description}")
+            usage = f"<{t.name}> {t.params[0].name} </{t.name}>" if t.params else f"<{t.name}></{t.name}>"
+            lines.append(f"- {usage}: {t.description}")
         lines.append(
             f"Results are returned between <{self.result_tag}> and </{self.result_tag}>. "
             "Take as many steps as you need."
@@ -135,12 +152,16 @@ class TagsProtocol(ActionProtocol):
         return "\n".join(lines) + "\n"
 
     def format_call(self, call: ToolCall) -> str:
+        if not call.arguments:
+            return f"<{call.name}></{call.name}>"
         (value,) = call.arguments.values()
         return f"<{call.name}> {value} </{call.name}>"
 
     def format_error(self, reason: str) -> str:
         usage = " ".join(
             f"To {t.name}, I should put the {t.params[0].name} between <{t.name}> and </{t.name}>."
+            if t.params
+            else f"To {t.name}, I should write <{t.name}></{t.name}>."
             for t in self.tools
         )
         return f"\nMy previous action is invalid: {reason}. {usage} Let me try again.\n"
@@ -154,6 +175,10 @@ class TagsProtocol(ActionProtocol):
             return Invalid("no action found")
         first = calls[0]
         tool = self._by_name[first.group(1)]
+        if not tool.params:
+            if first.group(2).strip():
+                return Invalid(f"{tool.name} takes no argument; write <{tool.name}></{tool.name}>")
+            return self._call(tool.name, {}, len(calls) - 1)
         return self._call(tool.name, {tool.params[0].name: first.group(2)}, len(calls) - 1)
 
 
@@ -168,9 +193,9 @@ class ToolCallsProtocol(ActionProtocol):
 
     def instructions(self, question: str) -> str:
         schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in self.tools)
+        when = "; call `answer` once you know the answer" if "answer" in self._by_name else ""
         return (
-            "Answer the given question. You may call the functions below; call `answer` once "
-            "you know the answer.\n\n"
+            f"{self.goal} You may call the functions below{when}.\n\n"
             "You are provided with function signatures within <tools></tools> XML tags:\n"
             f"<tools>\n{schemas}\n</tools>\n\n"
             "For each function call, return a json object with function name and arguments "
@@ -216,9 +241,11 @@ class ToolCallsProtocol(ActionProtocol):
 PROTOCOLS: dict[str, type[ActionProtocol]] = {"tags": TagsProtocol, "tool_calls": ToolCallsProtocol}
 
 
-def make_protocol(name: str, tools: Sequence[Tool] = (SEARCH, ANSWER)) -> ActionProtocol:
+def make_protocol(
+    name: str, tools: Sequence[Tool] = (SEARCH, ANSWER), goal: str = DEFAULT_GOAL
+) -> ActionProtocol:
     try:
         cls = PROTOCOLS[name]
     except KeyError:
         raise ValueError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
-    return cls(tools)
+    return cls(tools, goal=goal)

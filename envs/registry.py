@@ -79,6 +79,9 @@ def _register_builtin() -> None:
         ),
         (f"{NAMESPACE}/FictionalQA-SelfSearch-v0", f"{_FACTORIES}:fictional_self_search", {}),
         (f"{NAMESPACE}/FictionalQA-Simulated-v0", f"{_FACTORIES}:fictional_simulated", {}),
+        (f"{NAMESPACE}/FictionalQA-Planner-v0", "searchgym.envs.planner_factories:fictional_planner", {}),
+        (f"{NAMESPACE}/FictionalQA-Web-v0", "searchgym.envs.web_factories:fictional_web", {}),
+        (f"{NAMESPACE}/MiniWiki-Web-v0", "searchgym.envs.web_factories:mini_wiki_web", {}),
     ]
     for env_id, entry_point, kwargs in builtin:
         if env_id not in gym.registry:

@@ -1,4 +1,5 @@
-"""The one command-line entry point: ``searchgym list | eval | train | index build | serve | plot``."""
+"""The one command-line entry point:
+``searchgym list | eval | train | sweep | index build | serve | plot``."""
 
 from __future__ import annotations
 
@@ -120,6 +121,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--run-dir", default=None, help="where checkpoints, metrics and plots go")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run dir")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    p = sub.add_parser(
+        "sweep",
+        help="accuracy against search cost over several cost weights, and the Pareto front (pareto.png)",
+        description="Evaluate agents once and score them at every cost weight (reward at λ = reward at 0 "
+        "- λ x searches), or with --config train one GRPO policy per weight and evaluate those. Writes "
+        "sweep.json and pareto.png.",
+    )
+    p.add_argument("--weights", required=True, help="cost weights λ per search, comma separated: 0,0.05,0.1")
+    p.add_argument("--env", default=None, help="environment id (default searchgym/FictionalQA-Planner-v0)")
+    p.add_argument(
+        "--env-arg",
+        "-E",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="as in eval",
+    )
+    p.add_argument(
+        "--agents",
+        default=None,
+        help="agents to evaluate, separated by commas (default: planner-0..4, planner-question, oracle)",
+    )
+    p.add_argument(
+        "--generator",
+        default=None,
+        metavar="BACKEND:MODEL",
+        help="the frozen generator of envs that take one (the planner env), named as for --agent "
+        "(default: the env's own, the extractive reader)",
+    )
+    p.add_argument("--config", type=Path, default=None, help="train mode: a GRPO config, one run per weight")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="train mode: override a config key"
+    )
+    p.add_argument("--n", type=int, default=100, help="tasks each agent or trained policy is evaluated on")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-envs", type=int, default=4, help="env-agent pairs played side by side")
+    p.add_argument(
+        "--out", type=Path, default=None, help="output directory (default runs/sweep; train: the run_dir)"
+    )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     p = sub.add_parser("plot", help="draw a training run's curves from its metrics.jsonl")
@@ -278,9 +322,92 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulator_kwargs(env_id: str, simulator: str | None, seed: int) -> dict[str, Any]:
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from searchgym import sweep
+
+    weights = sweep.parse_weights(args.weights)
+    train_mode = args.config is not None
+    if train_mode:
+        misplaced = {
+            "--env": args.env,
+            "--env-arg": args.env_arg,
+            "--agents": args.agents,
+            "--generator": args.generator,
+        }
+        given = [flag for flag, value in misplaced.items() if value]
+        if given:
+            raise SearchGymError(
+                f"{', '.join(given)}: not with --config, which trains on the config's env and evaluates the "
+                "trained policies there"
+            )
+    elif args.set:
+        raise SearchGymError("--set overrides keys of a training config: use it with --config")
+    bar = tqdm(desc="sweep", unit="episode", disable=args.no_progress, file=sys.stderr)
+
+    def tick(name: str) -> None:
+        bar.set_postfix_str(name, refresh=False)
+        bar.update()
+
+    with bar:
+        if train_mode:
+            report = sweep.train_sweep(
+                args.config,
+                weights,
+                overrides=args.set,
+                out=args.out,
+                n=args.n,
+                n_envs=args.n_envs,
+                progress=not args.no_progress,
+                on_episode=tick,
+            )
+        else:
+            from searchgym.agents.policy import SamplingParams
+
+            env_id = args.env or sweep.DEFAULT_ENV
+            names = args.agents or ",".join(sweep.DEFAULT_AGENTS)
+            agents = [a.strip() for a in names.split(",") if a.strip()]
+            env_kwargs = {**dict(args.env_arg), **_generator_kwargs(env_id, args.generator, args.seed)}
+            report = sweep.evaluate_sweep(
+                env_id,
+                agents,
+                weights,
+                args.out or Path("runs") / "sweep",
+                n=args.n,
+                seed=args.seed,
+                n_envs=args.n_envs,
+                env_kwargs=env_kwargs,
+                params=SamplingParams(max_new_tokens=256, temperature=0.0),
+                on_episode=tick,
+            )
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"{report['env']}  {report['n']} tasks  seed {report['seed']}  cost: λ per search")
+        print(sweep.format_table(report))
+        print(f"sweep.json and pareto.png in {Path(report['plot']).parent}")
+    return 0
+
+
+def _generator_kwargs(env_id: str, generator: str | None, seed: int) -> dict[str, Any]:
+    """``{"generator": policy}`` for ``--generator BACKEND:MODEL``, for envs whose entry point
+    takes a frozen generator (the planner env)."""
+    applies_to = "envs with a frozen generator (such as searchgym/FictionalQA-Planner-v0)"
+    return _simulator_kwargs(env_id, generator, seed, flag="--generator", applies_to=applies_to)
+
+
+def _simulator_kwargs(
+    env_id: str,
+    simulator: str | None,
+    seed: int,
+    *,
+    flag: str = "--simulator",
+    applies_to: str = "envs with a simulated search engine (such as searchgym/FictionalQA-Simulated-v0)",
+) -> dict[str, Any]:
     """``{"generator": policy}`` for ``--simulator BACKEND:MODEL`` (nothing without it), checked
-    against the env: only envs whose entry point takes a ``generator`` get one."""
+    against the env: only envs whose entry point takes a ``generator`` get one. ``flag`` and
+    ``applies_to`` name the option in errors (``--generator`` of `cmd_sweep` uses it too)."""
     if simulator is None:
         return {}
     import gymnasium as gym
@@ -290,17 +417,12 @@ def _simulator_kwargs(env_id: str, simulator: str | None, seed: int) -> dict[str
 
     backend, sep, model = simulator.partition(":")
     if not sep:
-        raise SearchGymError(
-            f"--simulator takes BACKEND:MODEL, e.g. hf:smollm2-135m-instruct; got {simulator!r}"
-        )
+        raise SearchGymError(f"{flag} takes BACKEND:MODEL, e.g. hf:smollm2-135m-instruct; got {simulator!r}")
     if env_id in gym.registry:  # else `make` reports the unknown id
         entry = gym.spec(env_id).entry_point
         creator = entry if callable(entry) else load_env_creator(entry)
         if "generator" not in inspect.signature(creator).parameters:
-            raise SearchGymError(
-                f"--simulator applies to envs with a simulated search engine (such as "
-                f"searchgym/FictionalQA-Simulated-v0); {env_id} takes no generator"
-            )
+            raise SearchGymError(f"{flag} applies to {applies_to}; {env_id} takes no generator")
     return {"generator": load_policy(backend, model, seed)}
 
 
@@ -345,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
             "serve": cmd_serve,
             "plot": cmd_plot,
             "train": cmd_train,
+            "sweep": cmd_sweep,
         }
         return commands[args.command](args)
     except SearchGymError as e:

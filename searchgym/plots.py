@@ -108,3 +108,68 @@ def plot_training_curves(
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def plot_pareto(
+    points: Mapping[str, tuple[float, float]],
+    front: Sequence[str],
+    picks: Mapping[str, Sequence[float]],
+    path: str | os.PathLike,
+    *,
+    xlabel: str = "mean searches per question (cost)",
+    ylabel: str = "EM (accuracy)",
+    title: str = "",
+) -> Path:
+    """Accuracy against cost: ``points`` maps a name to ``(cost, accuracy)`` (a marker each,
+    named in the legend; points that coincide share one); ``front`` (names, by increasing cost) is
+    drawn as a line; ``picks`` maps a name to the cost weights λ at which it earns the most
+    reward, ringed and labelled ``λ=…`` above and to the left, where no point can be (a point
+    there would dominate the front)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    unknown = sorted((set(front) | set(picks)) - set(points))
+    if unknown:
+        raise ConfigError(f"front and picks name points that are not given: {unknown}")
+    if not points:
+        raise ConfigError("no points to plot")
+    fig, ax = plt.subplots(figsize=(7.6, 4.4))
+    xs = [points[n][0] for n in front]
+    ax.plot(xs, [points[n][1] for n in front], color="0.6", linewidth=1.6, zorder=1, label="Pareto front")
+    names_at: dict[tuple[float, float], list[str]] = {}
+    for name, xy in points.items():
+        names_at.setdefault(xy, []).append(name)
+    for i, ((cost, accuracy), names) in enumerate(names_at.items()):
+        marker = "os^Dvp*hX<>"[i % 11]
+        ax.scatter(cost, accuracy, s=40, marker=marker, color=f"C{i % 10}", zorder=2, label=" = ".join(names))
+    for name, weights in picks.items():
+        cost, accuracy = points[name]
+        ax.scatter(cost, accuracy, s=200, facecolors="none", edgecolors="C3", linewidths=1.4, zorder=3)
+        label = "λ=" + ", ".join(f"{w:g}" for w in weights)
+        ax.annotate(
+            label,
+            (cost, accuracy),
+            textcoords="offset points",
+            xytext=(-8, 6),
+            ha="right",
+            fontsize=7,
+            color="C3",
+        )
+    ax.scatter([], [], s=120, facecolors="none", edgecolors="C3", label="best reward at λ")
+    costs = [c for c, _ in points.values()]
+    span = max(max(costs) - min(costs), 1.0)
+    ax.set_xlim(min(costs) - 0.15 * span, max(costs) + 0.08 * span)
+    ax.set_ylim(-0.02, min(1.05, max(a for _, a in points.values()) * 1.15 + 0.05))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -150,3 +150,72 @@ def test_bad_protocol_definitions():
     with pytest.raises(ValueError, match="unique"):
         TagsProtocol((SEARCH, SEARCH))
     assert make_protocol("tool_calls", (SEARCH, ANSWER)).name == "tool_calls"
+
+
+STOP = Tool("finish", "Stop searching.", ())
+PLANNER_TAGS = TagsProtocol((SEARCH, STOP), goal="Plan the searches.")
+PLANNER_CALLS = ToolCallsProtocol((SEARCH, STOP), goal="Plan the searches.")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<finish></finish>", ToolCall("finish", {})),
+        ("<think>done</think> <finish>  \n </finish>", ToolCall("finish", {})),
+        ("<finish></finish><search>q</search>", ToolCall("finish", {}, 1)),
+    ],
+)
+def test_tags_tool_without_arguments(text, expected):
+    assert PLANNER_TAGS.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("<finish>Paris</finish>", "finish takes no argument; write <finish></finish>"),
+        ("<finish>", "not closed with </finish>"),
+        ("<answer>Paris</answer>", "no action found"),
+    ],
+)
+def test_tags_tool_without_arguments_invalid(text, reason):
+    parsed = PLANNER_TAGS.parse(text)
+    assert isinstance(parsed, Invalid) and reason in parsed.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"<tool_call>{call('finish')}</tool_call>", ToolCall("finish", {})),
+        ('<tool_call>{"name": "finish"}</tool_call>', ToolCall("finish", {})),
+        ('<tool_call>{"name": "finish", "arguments": "{}"}</tool_call>', ToolCall("finish", {})),
+    ],
+)
+def test_tool_calls_tool_without_arguments(text, expected):
+    assert PLANNER_CALLS.parse(text) == expected
+
+
+def test_tool_calls_tool_without_arguments_rejects_one():
+    parsed = PLANNER_CALLS.parse(f"<tool_call>{call('finish', answer='Paris')}</tool_call>")
+    assert isinstance(parsed, Invalid) and "finish takes no argument(s) 'answer'" in parsed.reason
+
+
+@pytest.mark.parametrize("protocol", [PLANNER_TAGS, PLANNER_CALLS])
+def test_tools_without_arguments_format_instruct_and_teach(protocol):
+    assert protocol.parse(protocol.format_call(ToolCall("finish", {}))) == ToolCall("finish", {})
+    text = protocol.instructions("Who founded Orvanta Labs?")
+    assert text.startswith("Plan the searches. ") and "call `answer`" not in text and "Answer the" not in text
+    assert STOP.description in text
+    if protocol is PLANNER_TAGS:
+        assert "- <finish></finish>: Stop searching." in text
+        assert protocol.stop == ("</search>", "</finish>")
+        assert "To finish, I should write <finish></finish>." in protocol.format_error("no action found")
+    else:
+        assert '"parameters": {"type": "object", "properties": {}, "required": []}' in text
+
+
+def test_the_default_goal_is_to_answer():
+    assert TAGS.instructions("q").startswith("Answer the given question. Reason inside <think>")
+    assert CALLS.instructions("q").startswith(
+        "Answer the given question. You may call the functions below; call `answer` once you know the answer."
+    )
+    assert make_protocol("tags", (SEARCH, STOP), goal="Plan.").instructions("q").startswith("Plan. Reason")

@@ -1,0 +1,85 @@
+"""Entry point of ``searchgym/FictionalQA-Planner-v0`` (imported lazily by the registry)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+from searchgym.envs.backends import make_retriever, world_corpus
+from searchgym.envs.planner_env import (
+    GENERATOR_PARAMS,
+    PlannerEnv,
+    PlannerRewards,
+    PlannerTurnLimit,
+    planner_rewards,
+)
+from searchgym.envs.reader import ExtractiveReader
+from searchgym.envs.rewards import RewardWeights
+from searchgym.errors import ConfigError
+from searchgym.generation import SamplingParams, TextGenerator
+from searchgym.tasks.world import load_world
+
+
+def fictional_planner(
+    *,
+    generator: TextGenerator | None = None,
+    backend: str = "bm25",
+    seed: int = 0,
+    n_passages: int = 2000,
+    split: str = "dev",
+    hops: int | list[int] | None = None,
+    generator_params: SamplingParams | dict[str, Any] | None = None,
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+    **options: Any,
+) -> PlannerTurnLimit:
+    """Questions about the generated world for a planner (`PlannerEnv`): it searches the world's
+    corpus with ``backend`` (see `searchgym.envs.backends.make_retriever`) and finishes; then
+    ``generator`` answers from what it found. ``generator`` is any `TextGenerator` (e.g. a policy:
+    ``searchgym.make(id, generator=policy)``), by default the model-free `ExtractiveReader`;
+    ``generator_params`` (a mapping overrides single fields of the default: greedy, 64 new tokens,
+    stop at ``</answer>``) say how it samples. ``rewards`` are `PlannerRewards` or a mapping of
+    their fields (``per_turn`` besides `RewardWeights`'); ``options`` are `PlannerEnv`'s
+    (``protocol``, ``top_k``, ``max_obs_tokens``)."""
+    known = set(inspect.signature(PlannerEnv).parameters) - {
+        "tasks",
+        "retriever",
+        "generator",
+        "rewards",
+        "generator_params",
+    }
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"unknown env option(s) {unknown}; the options are {sorted(known | {'max_turns'})}")
+    weights = _weights(rewards)
+    params = GENERATOR_PARAMS
+    if isinstance(generator_params, dict):  # fields not given keep the defaults
+        params = dataclasses.replace(params, **_known(SamplingParams, generator_params, "generator_params"))
+    elif generator_params is not None:
+        params = generator_params
+    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    retriever = make_retriever(backend, world_corpus(seed, n_passages))
+    env = PlannerEnv(
+        tasks,
+        retriever,
+        generator if generator is not None else ExtractiveReader(),
+        rewards=weights,
+        generator_params=params,
+        **options,
+    )
+    return PlannerTurnLimit(env, max_turns)
+
+
+def _weights(rewards: RewardWeights | dict[str, Any] | None) -> PlannerRewards:
+    if isinstance(rewards, dict):
+        return PlannerRewards(**_known(PlannerRewards, rewards, "reward weight"))
+    return planner_rewards(rewards)
+
+
+def _known(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown {what}(s) {unknown}; known: {sorted(known)}")
+    return values

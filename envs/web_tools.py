@@ -1,0 +1,142 @@
+"""The web tools and how their results read: search results, pages split into numbered parts,
+and lines found on a page.
+
+Long pages are never cut: `paginate` splits a page's text into parts of at most ``page_tokens``
+tokens (at line ends where it can), ``open`` shows part 1 and a last line naming the URL that
+shows the next part (the same URL with ``#page=2``), so an agent reads on with the tool it
+already has. ``find`` searches every part of the open page and says which part each match is on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from urllib.parse import urldefrag
+
+from searchgym.envs.observations import count_tokens
+from searchgym.envs.tools import ANSWER, Param, Tool
+from searchgym.retrievers.web import Page, SearchResult
+
+WEB_SEARCH = Tool(
+    "search",
+    "Search the web. Returns the top results, each with its title, URL and a snippet.",
+    (Param("query", "What to search for: a few keywords or a short question."),),
+    example="capital of France",
+)
+OPEN = Tool(
+    "open",
+    "Open a web page by its URL and read its text; links are marked [n]. A long page is split "
+    "into parts: add #page=2 to the URL to read part 2, and so on.",
+    (Param("url", "The page's URL, e.g. from a search result."),),
+    example="https://en.wikipedia.org/wiki/Paris",
+)
+FOLLOW = Tool(
+    "follow",
+    "Open the link marked [n] on the page you are reading.",
+    (Param("link", "The link's number n, e.g. 3."),),
+    example="3",
+)
+FIND = Tool(
+    "find",
+    "Find text on the page you are reading: shows every line that contains it, with its part number.",
+    (Param("text", "The text to look for (case does not matter)."),),
+    example="population",
+)
+WEB_TOOLS = (WEB_SEARCH, OPEN, FOLLOW, FIND, ANSWER)
+MAX_FIND_LINES = 20
+_PAGE_FRAGMENT = re.compile(r"^page=(\d+)$")
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def format_results(results: Sequence[SearchResult]) -> str:
+    """Numbered results: title, URL, snippet.
+
+    >>> print(format_results([SearchResult("Paris", "https://w.test/Paris", "Capital of France.")]))
+    1. Paris
+    URL: https://w.test/Paris
+    Capital of France.
+    """
+    if not results:
+        return "No results found."
+    blocks = (f"{i}. {r.title}\nURL: {r.url}\n{r.snippet}".rstrip() for i, r in enumerate(results, 1))
+    return "\n\n".join(blocks)
+
+
+def split_page_url(url: str) -> tuple[str, int | None]:
+    """The URL without its fragment, and the part number a ``#page=N`` fragment asks for.
+
+    >>> split_page_url("https://w.test/a#page=2"), split_page_url("https://w.test/a#History")
+    (('https://w.test/a', 2), ('https://w.test/a', None))
+    """
+    base, fragment = urldefrag(url.strip())
+    match = _PAGE_FRAGMENT.match(fragment)
+    return base, int(match.group(1)) if match else None
+
+
+def paginate(text: str, page_tokens: int) -> list[str]:
+    """``text`` in parts of at most ``page_tokens`` tokens, split at line ends, and inside a line
+    only when the line alone is longer; joining the parts' words gives every word back.
+
+    >>> paginate("a b\\nc d\\ne", 4)
+    ['a b\\nc d', 'e']
+    """
+    parts: list[str] = []
+    lines: list[str] = []
+    size = 0
+    for line in text.splitlines():
+        n = count_tokens(line)
+        if lines and size + n > page_tokens:
+            parts.append("\n".join(lines))
+            lines, size = [], 0
+        if n > page_tokens:
+            pieces = _split_line(line, page_tokens)
+            parts.extend(pieces[:-1])
+            line, n = pieces[-1], count_tokens(pieces[-1])
+        lines.append(line)
+        size += n
+    if lines:
+        parts.append("\n".join(lines))
+    return [p for p in parts if p.strip()] or [""]
+
+
+def _split_line(line: str, page_tokens: int) -> list[str]:
+    starts = [m.start() for m in itertools.islice(_TOKEN_RE.finditer(line), page_tokens, None, page_tokens)]
+    bounds = [0, *starts, len(line)]
+    return [line[a:b].strip() for a, b in itertools.pairwise(bounds)]
+
+
+def format_page(page: Page, parts: Sequence[str], number: int) -> str:
+    """Part ``number`` (from 1) of an opened page, with a header and, when there are more parts,
+    a last line saying how to read the next one."""
+    url = urldefrag(page.url)[0]
+    total = len(parts)
+    header = f"Title: {page.title}\nURL: {url}" + (f"\nPart {number} of {total}" if total > 1 else "")
+    footer = ""
+    if number < total:
+        footer = f"\n\n[Part {number} of {total}. To read part {number + 1}, open {url}#page={number + 1}]"
+    elif total > 1:
+        footer = f"\n\n[Part {total} of {total}: the end of the page.]"
+    return f"{header}\n\n{parts[number - 1]}{footer}"
+
+
+def find_lines(parts: Sequence[str], text: str, limit: int = MAX_FIND_LINES) -> str:
+    """The lines of ``parts`` that contain ``text`` (case-insensitive), each with its part.
+
+    >>> print(find_lines(["Born | 1849", "Died | 1901\\nborn again"], "born"))
+    2 lines contain 'born':
+    (part 1) Born | 1849
+    (part 2) born again
+    """
+    needle = text.casefold()
+    hits = [
+        f"(part {i}) {line}"
+        for i, part in enumerate(parts, 1)
+        for line in part.splitlines()
+        if needle in line.casefold()
+    ]
+    if not hits:
+        return f"No line of this page contains {text!r}."
+    more = f"\n… and {len(hits) - limit} more" if len(hits) > limit else ""
+    noun = "line contains" if len(hits) == 1 else "lines contain"
+    return f"{len(hits)} {noun} {text!r}:\n" + "\n".join(hits[:limit]) + more
