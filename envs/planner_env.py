@@ -40,22 +40,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-from gymnasium.envs.registration import EnvSpec
-
-from searchgym.envs.observations import count_tokens, format_docs, truncate_tokens
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.reader import generator_prompt, parse_reply
-from searchgym.envs.rewards import RewardWeights, combine, format_reward, outcome_reward, search_cost
-from searchgym.envs.search_env import MAX_OBSERVATION_CHARS
-from searchgym.envs.simulated import SHARED_KWARGS, _SharedKwargs
-from searchgym.envs.spaces import UnicodeText
-from searchgym.envs.tools import SEARCH, Invalid, Tool, ToolCall
+from searchgym.envs.rewards import RewardWeights, search_cost
+from searchgym.envs.text_env import RetrieverEnv, SharedGeneratorSpec
+from searchgym.envs.tools import SEARCH, Tool, ToolCall
 from searchgym.envs.wrappers import TurnLimit
-from searchgym.errors import ConfigError, PolicyError, RetrieverError
+from searchgym.errors import ConfigError, PolicyError
 from searchgym.generation import SamplingParams, TextGenerator
-from searchgym.retrievers.base import ContextualRetriever, Retriever, SearchContext
-from searchgym.tasks.metrics import score_answer
+from searchgym.retrievers.base import Retriever
 from searchgym.tasks.task import Task
 
 FINISH = Tool(
@@ -69,7 +62,6 @@ GOAL = (
     "you finish, another model answers it from the search results you gathered."
 )
 GENERATOR_PARAMS = SamplingParams(max_new_tokens=64, temperature=0.0, stop=("</answer>",))
-_SEARCH_FAILURES = (RetrieverError, TimeoutError, ConnectionError)
 _GENERATOR_FAILURES = (PolicyError, TimeoutError, ConnectionError)
 
 
@@ -103,7 +95,7 @@ def planner_rewards(rewards: RewardWeights | None) -> PlannerRewards:
     return PlannerRewards(**dataclasses.asdict(rewards))
 
 
-class PlannerEnv(gym.Env[str, str]):
+class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
     """A question, a search tool over ``retriever`` and ``finish``, after which ``generator``
     answers from the search results (see the module docstring).
 
@@ -115,8 +107,7 @@ class PlannerEnv(gym.Env[str, str]):
     (as `SimulatedSearchEnv` does), so ``gymnasium.make(env.spec)`` uses the same model.
     """
 
-    metadata = {"render_modes": []}
-    _spec: EnvSpec | None = None
+    rewards: PlannerRewards
 
     def __init__(
         self,
@@ -139,128 +130,42 @@ class PlannerEnv(gym.Env[str, str]):
                 f"the generator must have chat(conversations, params) (a searchgym TextGenerator, e.g. a "
                 f"policy or searchgym.envs.reader.ExtractiveReader()); got {type(generator).__name__}"
             )
-        self.tasks = tasks
-        self.retriever = retriever
-        self.generator = generator
-        self.generator_params = generator_params
         if isinstance(protocol, str):
             protocol = make_protocol(protocol, (SEARCH, FINISH), goal=GOAL)
         names = {t.name for t in protocol.tools}
         if names != {"search", "finish"}:
             raise ValueError(f"PlannerEnv's protocol needs the tools search and finish, got {sorted(names)}")
-        self.protocol = protocol
-        self.top_k = top_k
-        self.max_obs_tokens = max_obs_tokens
-        self.rewards = planner_rewards(rewards)
-        self.action_space = UnicodeText(self.protocol.max_chars)
-        self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
-        self._task: Task | None = None
-        self._done = True
-
-    @property  # type: ignore[override]  (gymnasium.Env declares spec as a plain attribute)
-    def spec(self) -> EnvSpec | None:
-        return self._spec
-
-    @spec.setter
-    def spec(self, spec: EnvSpec | None) -> None:
-        if spec is not None and any(k in spec.kwargs for k in SHARED_KWARGS):
-            spec = dataclasses.replace(spec, kwargs=_SharedKwargs(spec.kwargs))
-        self._spec = spec
-
-    # -- Gymnasium API -----------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        self._task = self._pick_task(options or {})
-        self._done = False
-        self._turn = 0
-        self._cost = 0.0
-        self._counts = dict(n_searches=0, n_invalid=0, n_extra_calls=0, n_errors=0, obs_tokens=0)
-        self._searches: list[tuple[str, str]] = []
-        self._retrieved: set[str] = set()
-        info = {
-            "task": self._task,
-            "task_id": self._task.id,
-            "question": self._task.question,
-            "protocol": self.protocol,
-            "turn": 0,
-            **self._info_counts(),
-        }
-        return self.protocol.instructions(self._task.question), info
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._task is None or self._done:
-            raise RuntimeError("the episode is over or was never started; call reset() first")
-        if not isinstance(action, str):
-            raise TypeError(f"actions are text (str), got {type(action).__name__}")
-        self._turn += 1
-        parsed = self.protocol.parse(action)
-        info: dict[str, Any] = {"turn": self._turn, "tool": None, "error": None}
-        outcome = fmt = 0.0
-        cost = 0.0 if self.rewards.cost_only_if_correct else self.rewards.per_turn
-        observation = ""
-        if isinstance(parsed, Invalid):
-            self._counts["n_invalid"] += 1
-            info["error"] = parsed.reason
-            observation = self.protocol.format_error(parsed.reason)
-        else:
-            info["tool"] = parsed.name
-            self._counts["n_extra_calls"] += parsed.extra_calls
-            if parsed.name == "search":
-                observation, search = self._search(parsed, info)
-                cost += search
-            else:
-                answered = self._answer(info, finished=True)
-                if answered is None:
-                    observation = self.protocol.format_result(
-                        f"The answering model failed ({info['error']}). You may finish again or search more."
-                    )
-                else:
-                    outcome, fmt, cost_at_end = answered
-                    cost += cost_at_end
-        return observation, self._reward(outcome, fmt, cost, info), self._done, False, info
+        super().__init__(
+            tasks, retriever, protocol, planner_rewards(rewards), top_k=top_k, max_obs_tokens=max_obs_tokens
+        )
+        self.generator = generator
+        self.generator_params = generator_params
 
     def answer_now(self) -> tuple[float, dict[str, Any]]:
         """End an episode the planner did not finish (at the turn limit): the generator answers
         from the results gathered so far, with no format score. Returns the reward and the info
         entries of that answer (none but the error and counts when the generator fails)."""
-        if self._task is None or self._done:
-            raise RuntimeError("the episode is over or was never started; call reset() first")
+        self._require_episode()
         info: dict[str, Any] = {"error": None}
         answered = self._answer(info, finished=False)
         self._done = True
         outcome, fmt, cost = answered if answered is not None else (0.0, 0.0, 0.0)
         return self._reward(outcome, fmt, cost, info), info
 
+    def _new_episode(self) -> None:
+        super()._new_episode()
+        self._cost = 0.0
+
     # -- tools -------------------------------------------------------------------------------
-    def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float]:
-        assert self._task is not None
-        query = call.arguments["query"]
-        self._counts["n_searches"] += 1
-        info["query"] = query
-        try:
-            if isinstance(self.retriever, ContextualRetriever):
-                context = SearchContext(self._task.question, tuple(self._task.answers))
-                docs = self.retriever.search_in_context(query, self.top_k, context)
-            else:
-                docs = self.retriever.search(query, self.top_k)
-        except _SEARCH_FAILURES as e:
-            self._counts["n_errors"] += 1
-            info["error"] = f"search failed: {e}"
-            text = f"Search failed ({type(e).__name__}: {e}). You may retry or search differently."
-            docs = []
-        else:
-            text = truncate_tokens(format_docs(docs), self.max_obs_tokens)
-        self._searches.append((query, text))
-        observation = self.protocol.format_result(text)
-        tokens = count_tokens(observation)
-        self._counts["obs_tokens"] += tokens
-        self._retrieved.update(d.id for d in docs)
-        info["doc_ids"] = [d.id for d in docs]
-        info["step_obs_tokens"] = tokens
-        cost = 0.0 if self.rewards.cost_only_if_correct else search_cost(1, tokens, self.rewards)
-        return observation, cost
+    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
+        if call.name == "search":
+            observation, cost = self._search(call, info)
+            return observation, 0.0, 0.0, cost
+        answered = self._answer(info, finished=True)
+        if answered is None:
+            failed = f"The answering model failed ({info['error']}). You may finish again or search more."
+            return self.protocol.format_result(failed), 0.0, 0.0, 0.0
+        return "", *answered
 
     def _answer(self, info: dict[str, Any], *, finished: bool) -> tuple[float, float, float] | None:
         """The generator answers; returns (outcome, format, cost charged now), or None (with
@@ -276,51 +181,22 @@ class PlannerEnv(gym.Env[str, str]):
         if len(completions) != 1:
             raise ValueError(f"the generator returned {len(completions)} completions for one conversation")
         reply = completions[0].text
-        prediction = parse_reply(reply)
-        scores = score_answer(prediction, self._task.answers)
-        outcome = outcome_reward(prediction, self._task.answers, self.rewards.outcome_metric)
-        fmt = format_reward(self._counts["n_invalid"], self._counts["n_extra_calls"]) if finished else 0.0
-        cost = 0.0
-        if self.rewards.cost_only_if_correct and scores.em == 1.0:
-            cost = plan_cost(self._counts["n_searches"], self._turn, self._counts["obs_tokens"], self.rewards)
-        evidence = set(self._task.evidence)
-        info.update(
-            prediction=prediction,
-            em=scores.em,
-            f1=scores.f1,
-            cover_em=scores.cover_em,
-            evidence_recall=len(evidence & self._retrieved) / len(evidence) if evidence else None,
-            generator_reply=reply,
-        )
-        self._done = True
-        return outcome, fmt, cost
+        scored = self._score_answer(parse_reply(reply), info, format_score=finished)
+        info["generator_reply"] = reply
+        return scored
+
+    def _turn_cost(self) -> float:
+        return 0.0 if self.rewards.cost_only_if_correct else self.rewards.per_turn
+
+    def _episode_cost(self) -> float:
+        return plan_cost(self._counts["n_searches"], self._turn, self._counts["obs_tokens"], self.rewards)
 
     def _reward(self, outcome: float, fmt: float, cost: float, info: dict[str, Any]) -> float:
-        """Record the components and counters in ``info``; the weighted reward."""
         self._cost += cost
-        info["reward_components"] = {"outcome": outcome, "format": fmt, "cost": cost}
-        info.update(self._info_counts())
-        return combine(outcome, fmt, cost, self.rewards)
+        return super()._reward(outcome, fmt, cost, info)
 
     def _info_counts(self) -> dict[str, Any]:
         return {**self._counts, "n_turns": self._turn, "episode_cost": self._cost}
-
-    def _pick_task(self, options: dict[str, Any]) -> Task:
-        unknown = set(options) - {"task", "task_index"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; use 'task' or 'task_index'")
-        if "task" in options:
-            task = options["task"]
-            if not isinstance(task, Task):
-                raise TypeError(f"options['task'] must be a Task, got {type(task).__name__}")
-            return task
-        if "task_index" in options:
-            return self.tasks[options["task_index"]]
-        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-
-    def close(self) -> None:
-        """Closing is idempotent; the retriever and the generator are shared and stay open."""
-        self._done = True
 
 
 class PlannerTurnLimit(TurnLimit):

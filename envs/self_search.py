@@ -54,11 +54,10 @@ class SelfSearchEnv(SearchEnv):
         no_retriever: Any = None
         super().__init__(tasks, no_retriever, protocol=SelfSearchProtocol(), rewards=rewards or SSRL_REWARDS)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        observation, info = super().reset(seed=seed, options=options)
+    def _new_episode(self) -> None:
+        super()._new_episode()
         self._writing = False
         self._answer_tags = 0
-        return observation, info
 
     def step(self, action: str):
         if not self._writing:
@@ -68,11 +67,7 @@ class SelfSearchEnv(SearchEnv):
             info["self_information"] = False
             return observation, reward, terminated, truncated, info
         # the policy's own search results: not parsed as an action
-        if self._task is None or self._done:
-            raise RuntimeError("the episode is over or was never started; call reset() first")
-        if not isinstance(action, str):
-            raise TypeError(f"actions are text (str), got {type(action).__name__}")
-        self._turn += 1
+        self._begin_turn(action)
         self._writing = False
         closed = CLOSE in action
         info = {

@@ -1,0 +1,265 @@
+"""`TextEnv`: what `SearchEnv`, `WebEnv` and `PlannerEnv` share, and `SharedGeneratorSpec`.
+
+A `TextEnv` picks a task at ``reset``, shows the protocol's instructions, and at each ``step``
+parses the agent's text into one tool call, runs it through the env's `_call` and reports the
+reward components and the episode's counters in ``info``. An env declares its `_counters`, starts
+its own per-episode state in `_new_episode`, runs its tools in `_call`, and says what a correct
+answer costs (`_episode_cost`) and how much of the evidence the agent saw (`_evidence_recall`).
+`RetrieverEnv` adds the ``search`` tool over a `Retriever` that `SearchEnv` and `PlannerEnv` use.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+
+from searchgym.envs.observations import count_tokens, format_docs, truncate_tokens
+from searchgym.envs.protocols import ActionProtocol
+from searchgym.envs.rewards import RewardWeights, combine, format_reward, outcome_reward, search_cost
+from searchgym.envs.spaces import UnicodeText
+from searchgym.envs.tools import Invalid, ToolCall
+from searchgym.errors import RetrieverError
+from searchgym.retrievers.base import ContextualRetriever, Retriever, SearchContext
+from searchgym.tasks.metrics import score_answer
+from searchgym.tasks.task import Task
+
+MAX_OBSERVATION_CHARS = 10_000_000
+WORLD_FAILURES = (RetrieverError, TimeoutError, ConnectionError)
+"""Failures of the world a tool reaches: shown to the agent and counted, never raised."""
+SHARED_KWARGS = ("generator",)
+
+
+class TextEnv(gym.Env[str, str]):
+    """Text in, text out: a task per episode, one tool call per step (see the module docstring)."""
+
+    metadata = {"render_modes": []}
+    _counters: tuple[str, ...] = ("n_searches", "n_invalid", "n_extra_calls", "n_errors", "obs_tokens")
+    """The episode's counters, reported in every ``info`` in this order."""
+
+    def __init__(self, tasks: Sequence[Task], protocol: ActionProtocol, rewards: RewardWeights) -> None:
+        self.tasks = tasks
+        self.protocol = protocol
+        self.rewards = rewards
+        self.action_space = UnicodeText(self.protocol.max_chars)
+        self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
+        self._task: Task | None = None
+        self._done = True
+
+    # -- Gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._task = self._pick_task(options or {})
+        self._done = False
+        self._turn = 0
+        self._counts = dict.fromkeys(self._counters, 0)
+        self._new_episode()
+        info = {
+            "task": self._task,
+            "task_id": self._task.id,
+            "question": self._task.question,
+            "protocol": self.protocol,
+            "turn": 0,
+            **self._info_counts(),
+        }
+        return self.protocol.instructions(self._task.question), info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._begin_turn(action)
+        parsed = self.protocol.parse(action)
+        info: dict[str, Any] = {"turn": self._turn, "tool": None, "error": None}
+        outcome = fmt = 0.0
+        cost = self._turn_cost()
+        if isinstance(parsed, Invalid):
+            self._counts["n_invalid"] += 1
+            info["error"] = parsed.reason
+            observation = self.protocol.format_error(parsed.reason)
+        else:
+            info["tool"] = parsed.name
+            self._counts["n_extra_calls"] += parsed.extra_calls
+            observation, outcome, fmt, call_cost = self._call(parsed, info)
+            cost += call_cost
+        return observation, self._reward(outcome, fmt, cost, info), self._done, False, info
+
+    def close(self) -> None:
+        """Closing is idempotent; what the env was given (retriever, generator) is shared and stays open."""
+        self._done = True
+
+    # -- hooks -------------------------------------------------------------------------------
+    def _new_episode(self) -> None:
+        """Start the env's own per-episode state (the task, turn and counters are set)."""
+
+    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
+        """Run one tool call: (observation, outcome, format, cost) of the step."""
+        raise NotImplementedError
+
+    def _turn_cost(self) -> float:
+        """The cost of a turn of any kind, on top of what its tool costs."""
+        return 0.0
+
+    def _episode_cost(self) -> float:
+        """With ``cost_only_if_correct``: what the episode costs, charged at a correct answer."""
+        raise NotImplementedError
+
+    def _evidence_recall(self) -> float | None:
+        """The share of the task's evidence the agent was shown; None when that is unknown."""
+        raise NotImplementedError
+
+    def _info_counts(self) -> dict[str, Any]:
+        """The counters every ``info`` carries."""
+        return dict(self._counts)
+
+    # -- shared steps ------------------------------------------------------------------------
+    def _require_episode(self) -> None:
+        if self._task is None or self._done:
+            raise RuntimeError("the episode is over or was never started; call reset() first")
+
+    def _begin_turn(self, action: str) -> None:
+        """Check that ``action`` may be taken now and count the turn."""
+        self._require_episode()
+        if not isinstance(action, str):
+            raise TypeError(f"actions are text (str), got {type(action).__name__}")
+        self._turn += 1
+
+    def _result(self, text: str, n_calls: int, info: dict[str, Any]) -> tuple[str, float]:
+        """The observation that shows a tool's ``text``, and its cost: ``n_calls`` calls that
+        reached the world and the observation's tokens (none now with ``cost_only_if_correct``)."""
+        observation = self.protocol.format_result(text)
+        tokens = count_tokens(observation)
+        self._counts["obs_tokens"] += tokens
+        info["step_obs_tokens"] = tokens
+        cost = 0.0 if self.rewards.cost_only_if_correct else search_cost(n_calls, tokens, self.rewards)
+        return observation, cost
+
+    def _score_answer(
+        self, prediction: str, info: dict[str, Any], *, format_score: bool = True
+    ) -> tuple[float, float, float]:
+        """End the episode on the answer ``prediction``: (outcome, format, cost charged now), with
+        the answer's scores in ``info``. Without ``format_score`` the format component is 0."""
+        assert self._task is not None
+        scores = score_answer(prediction, self._task.answers)
+        outcome = outcome_reward(prediction, self._task.answers, self.rewards.outcome_metric)
+        fmt = format_reward(self._counts["n_invalid"], self._counts["n_extra_calls"]) if format_score else 0.0
+        cost = 0.0
+        if self.rewards.cost_only_if_correct and scores.em == 1.0:
+            cost = self._episode_cost()
+        info.update(
+            prediction=prediction,
+            em=scores.em,
+            f1=scores.f1,
+            cover_em=scores.cover_em,
+            evidence_recall=self._evidence_recall(),
+        )
+        self._done = True
+        return outcome, fmt, cost
+
+    def _reward(self, outcome: float, fmt: float, cost: float, info: dict[str, Any]) -> float:
+        """Record the components and counters in ``info``; the weighted reward."""
+        info["reward_components"] = {"outcome": outcome, "format": fmt, "cost": cost}
+        info.update(self._info_counts())
+        return combine(outcome, fmt, cost, self.rewards)
+
+    def _pick_task(self, options: dict[str, Any]) -> Task:
+        unknown = set(options) - {"task", "task_index"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; use 'task' or 'task_index'")
+        if "task" in options:
+            task = options["task"]
+            if not isinstance(task, Task):
+                raise TypeError(f"options['task'] must be a Task, got {type(task).__name__}")
+            return task
+        if "task_index" in options:
+            return self.tasks[options["task_index"]]
+        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+
+class RetrieverEnv(TextEnv):
+    """A `TextEnv` whose ``search`` tool returns the ``top_k`` documents of ``retriever``, cut to
+    ``max_obs_tokens``; evidence recall is the share of the task's evidence ids retrieved."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        retriever: Retriever,
+        protocol: ActionProtocol,
+        rewards: RewardWeights,
+        *,
+        top_k: int,
+        max_obs_tokens: int,
+    ) -> None:
+        super().__init__(tasks, protocol, rewards)
+        self.retriever = retriever
+        self.top_k = top_k
+        self.max_obs_tokens = max_obs_tokens
+
+    def _new_episode(self) -> None:
+        self._retrieved: set[str] = set()
+        self._searches: list[tuple[str, str]] = []  # each search's query and the text it showed
+
+    def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float]:
+        assert self._task is not None
+        query = call.arguments["query"]
+        self._counts["n_searches"] += 1
+        info["query"] = query
+        try:
+            if isinstance(self.retriever, ContextualRetriever):
+                context = SearchContext(self._task.question, tuple(self._task.answers))
+                docs = self.retriever.search_in_context(query, self.top_k, context)
+            else:
+                docs = self.retriever.search(query, self.top_k)
+        except WORLD_FAILURES as e:
+            self._counts["n_errors"] += 1
+            info["error"] = f"search failed: {e}"
+            text = f"Search failed ({type(e).__name__}: {e}). You may retry or search differently."
+            docs = []
+        else:
+            text = truncate_tokens(format_docs(docs), self.max_obs_tokens)
+        self._searches.append((query, text))
+        self._retrieved.update(d.id for d in docs)
+        info["doc_ids"] = [d.id for d in docs]
+        return self._result(text, 1, info)
+
+    def _episode_cost(self) -> float:
+        return search_cost(self._counts["n_searches"], self._counts["obs_tokens"], self.rewards)
+
+    def _evidence_recall(self) -> float | None:
+        assert self._task is not None
+        evidence = set(self._task.evidence)
+        return len(evidence & self._retrieved) / len(evidence) if evidence else None
+
+
+class _SharedKwargs(dict):
+    """An env spec's keyword arguments: deep-copied as a dict is, except `SHARED_KWARGS`."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _SharedKwargs:
+        return _SharedKwargs(
+            {k: v if k in SHARED_KWARGS else copy.deepcopy(v, memo) for k, v in self.items()}
+        )
+
+
+class SharedGeneratorSpec:
+    """Mixin (before the env class) for an env made with a live ``generator`` (a loaded model).
+
+    Gymnasium keeps make's keyword arguments in ``env.spec``, and its wrappers deep-copy that
+    spec: a model would be copied once per env made, and a generator that holds a lock or a
+    connection would make ``make`` fail. This keeps `SHARED_KWARGS` in the spec by reference
+    instead, so ``gymnasium.make(env.spec)`` makes another env on the same model.
+    """
+
+    _spec: EnvSpec | None = None
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: EnvSpec | None) -> None:
+        if spec is not None and any(k in spec.kwargs for k in SHARED_KWARGS):
+            spec = dataclasses.replace(spec, kwargs=_SharedKwargs(spec.kwargs))
+        self._spec = spec
