@@ -14,6 +14,7 @@ import numpy as np
 from searchgym.agents.web_oracle import WebOracleAgent, is_web
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
+from searchgym.envs.web_tools import parse_results
 from searchgym.tasks.extractive import extract_answer, parse_docs
 
 _WORD_RE = re.compile(r"\w+")
@@ -83,13 +84,14 @@ class OracleAgent(_Scripted):
 
 
 class HeuristicAgent(_Scripted):
-    """Searches the question once and answers with a span of the top document."""
+    """Searches the question once and answers with a span of the top document (on the web, of
+    the top result's title and snippet)."""
 
     def act(self, observation: str) -> str:
         self.turn += 1
         if self.turn == 1:
             return self._say("Let me search the question.", "search", self.task.question)
-        docs = parse_docs(observation)
+        docs = parse_docs(observation) or [(r.title, r.snippet) for r in parse_results(observation)]
         if not docs:
             return self._conclude("Nothing was found.", "unknown")
         title, text = docs[0]

@@ -17,9 +17,9 @@ from typing import Any
 
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
+from searchgym.envs.web_tools import parse_results
 from searchgym.tasks.world.site import fact_label
 
-_RESULT = re.compile(r"(?:^|>)(\d+)\. (.*)\nURL: (\S+)", re.M)
 _PART = re.compile(r"^\[Part (\d+) of (\d+)\. To read part \d+, open (\S+)\]", re.M)
 _HEADING = re.compile(r"^# (.+)$", re.M)
 _LINK_MARK = re.compile(r"\s*\[(\d+)\]")
@@ -54,7 +54,7 @@ class WebOracleAgent:
         return self._read_page(observation)
 
     def _open_result(self, observation: str) -> str:
-        results = [(title, url) for _, title, url in _RESULT.findall(observation)]
+        results = [(r.title, r.url) for r in parse_results(observation)]
         if not results:
             return self._say("The search found nothing.", "answer", "unknown")
         name = self.chain[0]["entity"]

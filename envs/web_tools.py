@@ -46,6 +46,7 @@ FIND = Tool(
 WEB_TOOLS = (WEB_SEARCH, OPEN, FOLLOW, FIND, ANSWER)
 MAX_FIND_LINES = 20
 _PAGE_FRAGMENT = re.compile(r"^page=(\d+)$")
+_RESULT = re.compile(r"(?:^|>)\d+\. ([^\n]*)\nURL: ([^\s<]+)\n?(.*?)(?=\n\n\d+\. |</|\Z)", re.M | re.S)
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
@@ -61,6 +62,18 @@ def format_results(results: Sequence[SearchResult]) -> str:
         return "No results found."
     blocks = (f"{i}. {r.title}\nURL: {r.url}\n{r.snippet}".rstrip() for i, r in enumerate(results, 1))
     return "\n\n".join(blocks)
+
+
+def parse_results(observation: str) -> list[SearchResult]:
+    r"""The results `format_results` wrote into ``observation``, in rank order (the inverse).
+
+    >>> parse_results("<information>1. Paris\nURL: https://w.test/Paris\nCapital.</information>")
+    [SearchResult(title='Paris', url='https://w.test/Paris', snippet='Capital.', score=None)]
+    """
+    return [
+        SearchResult(title, url, snippet.strip())
+        for title, url, snippet in _RESULT.findall(observation)
+    ]
 
 
 def split_page_url(url: str) -> tuple[str, int | None]:

@@ -277,8 +277,14 @@ def test_oracle_solves_the_web_tasks_of_every_hop_count(world_site, protocol):
         assert metrics["turns"] == hops + 2  # search, open, a follow per further hop, answer
 
 
+def test_heuristic_answers_from_the_top_search_result(world_site):
+    tasks = world_env(world_site, hops=1).unwrapped.tasks[:40]
+    episodes = run_episodes(lambda: world_env(world_site), lambda: make_agent("heuristic"), tasks)
+    assert all([t.tool for t in ep.turns] == ["search", "answer"] for ep in episodes)
+    assert summarize(episodes)["em"] >= 0.3  # 0.6 on 200 tasks: it reads the top snippet only
+
+
 def test_served_over_loopback_http(world_site):
-    pytest.importorskip("searchgym.retrievers.web.serve", reason="retrievers/web/serve.py is not there yet")
     env = world_env(world_site, serve="http")
     tasks = env.unwrapped.tasks[:8]
     assert env.unwrapped.evidence_urls[tasks[0].evidence[0]].startswith("http://127.0.0.1:")
