@@ -70,10 +70,7 @@ def parse_results(observation: str) -> list[SearchResult]:
     >>> parse_results("<information>1. Paris\nURL: https://w.test/Paris\nCapital.</information>")
     [SearchResult(title='Paris', url='https://w.test/Paris', snippet='Capital.', score=None)]
     """
-    return [
-        SearchResult(title, url, snippet.strip())
-        for title, url, snippet in _RESULT.findall(observation)
-    ]
+    return [SearchResult(title, url, snippet.strip()) for title, url, snippet in _RESULT.findall(observation)]
 
 
 def split_page_url(url: str) -> tuple[str, int | None]:
