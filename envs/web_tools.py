@@ -9,20 +9,18 @@ already has. ``find`` searches every part of the open page and says which part e
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Sequence
 from urllib.parse import urldefrag
 
 from searchgym.envs.observations import count_tokens
-from searchgym.envs.tools import ANSWER, Param, Tool
+from searchgym.envs.tools import ANSWER, SEARCH, Param, Tool
 from searchgym.retrievers.web import Page, SearchResult
 
-WEB_SEARCH = Tool(
-    "search",
-    "Search the web. Returns the top results, each with its title, URL and a snippet.",
-    (Param("query", "What to search for: a few keywords or a short question."),),
-    example="capital of France",
+WEB_SEARCH = dataclasses.replace(
+    SEARCH, description="Search the web. Returns the top results, each with its title, URL and a snippet."
 )
 OPEN = Tool(
     "open",
