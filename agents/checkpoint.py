@@ -22,7 +22,6 @@ sets them (the one place library code does); saving only reads them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import numbers
@@ -31,13 +30,13 @@ import random
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from searchgym.agents.models import hub_progress
 from searchgym.errors import ConfigError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -64,10 +63,12 @@ def save_checkpoint(
     """Write ``RUN_DIR/checkpoints/step-{step:06d}/`` atomically and return its path.
 
     ``data_state`` (where the run is in its task stream) and ``extra`` (e.g. the config) must be
-    JSON-serialisable. Afterwards only the newest ``keep`` checkpoints remain (None keeps all), and
-    any checkpoint of a later step is removed: it belongs to a timeline this run has abandoned
-    (resumed from an earlier one), and `latest_checkpoint` must not go back to it. Under
-    ``accelerate`` call it on the main process only, with the unwrapped model.
+    JSON-serialisable. Afterwards only the newest ``keep`` checkpoints remain (None keeps all)
+    besides step 0, which is never pruned: it is the starting point (in GRPO, the policy after its
+    warm start, which the KL term is measured against). Any checkpoint of a later step is removed:
+    it belongs to a timeline this run has abandoned (resumed from an earlier one), and
+    `latest_checkpoint` must not go back to it. Under ``accelerate`` call it on the main process
+    only, with the unwrapped model.
     """
     if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 0:
         raise ConfigError(f"step must be a non-negative integer, got {step!r}")
@@ -75,9 +76,9 @@ def save_checkpoint(
     if keep is not None and (not isinstance(keep, int) or keep < 1):
         raise ConfigError(f"keep must be a positive integer or None (keep all), got {keep!r}")
     state_text = _state_json(step, data_state, extra)
-    root = Path(run_dir) / CHECKPOINTS
+    final = checkpoint_dir(run_dir, step)
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-{final.name}-"))
     try:
         _save_model(model, tokenizer, tmp)
@@ -94,6 +95,16 @@ def save_checkpoint(
     _prune(root, final, keep)
     logger.info("saved checkpoint %s", final)
     return final
+
+
+def checkpoint_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """Where the checkpoint of ``step`` lives (whether or not it exists)."""
+    return Path(run_dir) / CHECKPOINTS / f"step-{step:06d}"
+
+
+def load_weights(path: str | os.PathLike, model: torch.nn.Module) -> None:
+    """Copy only the model weights of checkpoint ``path`` into ``model`` (no optimizer, no RNG)."""
+    _load_model(model, Path(path))
 
 
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
@@ -146,7 +157,7 @@ def _save_model(model: torch.nn.Module, tokenizer: Any, directory: Path) -> None
     """``save_pretrained`` (safetensors, no progress bar) where the model has it, else the plain
     state dict as ``model.safetensors``."""
     if hasattr(model, "save_pretrained"):
-        with _quiet_transformers():
+        with hub_progress(False):  # no "Writing model shards" bar inside a trainer's own bar
             model.save_pretrained(directory, safe_serialization=True)
     else:
         from safetensors.torch import save_model
@@ -182,20 +193,6 @@ def _load_model(model: torch.nn.Module, directory: Path) -> None:
             f"other shapes {reshaped[:5]}; is it a checkpoint of this model?"
         )
     model.load_state_dict(saved, strict=False)
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No "Writing model shards" bars in the middle of a trainer's own progress bar."""
-    from transformers.utils import logging as hf_logging
-
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()
 
 
 # --- random generators ---------------------------------------------------------------------------
@@ -278,14 +275,15 @@ def _move_into_place(tmp: Path, final: Path) -> None:
 
 
 def _prune(root: Path, newest: Path, keep: int | None) -> None:
-    """Remove checkpoints after ``newest``, all but the ``keep`` newest up to it, and temporary
-    directories that a crashed save left behind."""
+    """Remove checkpoints after ``newest``, all but the ``keep`` newest up to it (step 0 stays),
+    and temporary directories that a crashed save left behind."""
     found = [path for _, path in _complete(root)]
     position = found.index(newest)
     stale = found[position + 1 :]
     if stale:
         logger.warning("removing checkpoints after %s: %s", newest.name, ", ".join(p.name for p in stale))
-    doomed = stale + (found[: max(position + 1 - keep, 0)] if keep is not None else [])
+    older = found[: max(position + 1 - keep, 0)] if keep is not None else []
+    doomed = stale + [p for p in older if p.name != checkpoint_dir(root.parent, 0).name]
     doomed += [p for p in root.iterdir() if p.name.startswith((".tmp-", ".old-"))]
     for path in doomed:
         shutil.rmtree(path, ignore_errors=True)

@@ -92,7 +92,8 @@ class GRPOConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
-    """Weight of the k3 KL to the frozen starting model (0: no reference model is kept)."""
+    """Weight of the k3 KL to the policy GRPO starts from, after the warm start (0: no reference
+    model is kept)."""
     updates_per_step: int = 1
     """Optimizer steps on each rollout batch (mu); above 1 the importance ratio departs from 1."""
 
@@ -122,6 +123,7 @@ class GRPOConfig:
     """Also evaluate every this many steps (0: only before and after)."""
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
+    """The newest checkpoints kept; step 0 (the start of GRPO, the KL reference) is kept besides."""
     resume: bool = False
     """Continue from the newest checkpoint in ``run_dir``."""
     tensorboard: bool | None = None
@@ -477,7 +479,6 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     main = accelerator.is_main_process
     policy, rollout_policy = episodes.load_policies(cfg, accelerator.device)
     model, tokenizer = policy.model, policy.tokenizer
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     wrapped, optimizer = accelerator.prepare(model, optimizer)
     envs = [
@@ -520,6 +521,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
             episodes.sync_rollout_weights(rollout_policy, model)
         before = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
         checkpoint_at(0)
+    ref_model = _reference_model(model, run_dir, start_step) if cfg.kl_coef > 0 else None
 
     log = MetricsLog(run_dir, tensorboard=cfg.tensorboard) if main else None
     if log is not None:
@@ -573,6 +575,17 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     for env in envs:
         env.close()
     return summary
+
+
+def _reference_model(model: torch.nn.Module, run_dir: Path, start_step: int) -> torch.nn.Module:
+    """The frozen policy GRPO started from, after any warm start, that the KL term anchors to:
+    ``model`` itself at step 0, the step-0 checkpoint (never pruned) when resuming later."""
+    from searchgym.agents.checkpoint import checkpoint_dir, load_weights
+
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    if start_step > 0:
+        load_weights(checkpoint_dir(run_dir, 0), reference)
+    return reference
 
 
 def _use_bf16(cfg: GRPOConfig) -> bool:

@@ -183,6 +183,13 @@ def test_keeps_the_newest_and_drops_an_abandoned_future(tmp_path):
     assert len(list(root.iterdir())) == 4
 
 
+def test_step_zero_the_starting_point_is_never_pruned(tmp_path):
+    model, optimizer, _ = make_run()
+    for step in range(5):
+        save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, data_state={}, keep=1)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-000000", "step-000004"]
+
+
 def test_bad_arguments_write_nothing(tmp_path):
     model, optimizer, _ = make_run()
     with pytest.raises(ConfigError, match="JSON-serialisable"):

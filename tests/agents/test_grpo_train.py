@@ -57,6 +57,45 @@ def test_a_killed_run_resumes_to_the_same_parameters(tiny_llama_dir, tmp_path, m
     assert [r["step"] for r in read_metrics(killed) if "loss/policy" in r] == [1, 2, 3]
 
 
+def test_the_kl_reference_is_the_warm_started_policy_also_after_a_resume(
+    tiny_llama_dir, tmp_path, monkeypatch
+):
+    def config(run_dir, **overrides):
+        return tiny_config(
+            tiny_llama_dir,
+            run_dir,
+            warm_start_episodes=2,
+            warm_start_batch_size=2,
+            kl_coef=0.5,
+            keep_checkpoints=1,
+            eval_tasks=0,
+            **overrides,
+        )
+
+    whole = tmp_path / "whole"
+    train(config(whole))
+    first = next(r for r in read_metrics(whole) if r["step"] == 1)
+    assert first["loss/kl"] == 0.0  # the first update starts at the reference: SFT'd, not as loaded
+    assert sorted(p.name for p in (whole / "checkpoints").iterdir()) == ["step-000000", "step-000002"]
+
+    killed = tmp_path / "killed"
+    real_update, calls = grpo._update, []
+
+    def dies_in_step_two(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_update(*args, **kwargs)
+
+    monkeypatch.setattr(grpo, "_update", dies_in_step_two)
+    with pytest.raises(KeyboardInterrupt):
+        train(config(killed))
+    monkeypatch.setattr(grpo, "_update", real_update)
+    assert train(config(killed, resume=True))["resumed_from"] == 1  # the reference: step 0 on disk
+    a, b = weights(whole, 2), weights(killed, 2)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_a_non_finite_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(
     tiny_llama_dir, tmp_path, monkeypatch
 ):
