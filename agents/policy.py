@@ -56,6 +56,15 @@ class TokenizedPolicy:
 
     name: str
     tokenizer: Any
+    seed: int
+    _calls: int
+
+    def reseed(self, seed: int) -> None:
+        """Restart the seeds of calls without an explicit ``SamplingParams.seed``: the next call
+        uses ``seed``, the one after ``seed + 1``, and so on. A multi-turn rollout reseeds once and
+        leaves ``params.seed`` None, so each turn draws fresh noise yet a rerun repeats exactly;
+        an explicit seed would replay the same draws at every turn."""
+        self.seed, self._calls = seed, 0
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         raise NotImplementedError

@@ -94,9 +94,10 @@ def play_groups(
     from searchgym.agents.rollout import rollout
     from searchgym.generation import SamplingParams
 
-    params = SamplingParams(
-        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed
-    )
+    # not SamplingParams(seed=...): that seed would replay the same draws at every turn, which
+    # made a policy that verifies in 44 % of its episodes do so in 6 % of them
+    policy.reseed(seed)
+    params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
     agents = [PolicyAgent(policy, params) for _ in envs]
     repeated = [task for task in tasks for _ in range(cfg.group_size)]
     episodes: list[Any] = [None] * len(repeated)

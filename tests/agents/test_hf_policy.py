@@ -128,3 +128,17 @@ def test_loading_bars_follow_show_progress(tiny_llama_dir, capfd, show):
     """`--no-progress` hides transformers' own "Loading weights" bar too."""
     HFPolicy(str(tiny_llama_dir), device="cpu", show_progress=show)
     assert ("Loading weights" in capfd.readouterr().err) == show
+
+
+def test_reseed_gives_each_call_fresh_draws_and_repeats_from_the_reseed(policy):
+    """What a multi-turn rollout needs: turns of one episode batch must not replay one another's
+    random draws (an explicit ``params.seed`` would), yet a rerun from the same seed repeats."""
+    params = SamplingParams(max_new_tokens=16, temperature=1.0)
+    prompts = [policy.apply_chat_template(CONVERSATIONS[0])] * 4
+
+    def two_turns():
+        policy.reseed(11)
+        return [[c.token_ids for c in policy.generate(prompts, params)] for _ in range(2)]
+
+    first, second = two_turns()
+    assert first != second and two_turns() == [first, second]
