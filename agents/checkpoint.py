@@ -277,13 +277,14 @@ def _move_into_place(tmp: Path, final: Path) -> None:
 def _prune(root: Path, newest: Path, keep: int | None) -> None:
     """Remove checkpoints after ``newest``, all but the ``keep`` newest up to it (step 0 stays),
     and temporary directories that a crashed save left behind."""
-    found = [path for _, path in _complete(root)]
+    complete = _complete(root)
+    found = [path for _, path in complete]
     position = found.index(newest)
     stale = found[position + 1 :]
     if stale:
         logger.warning("removing checkpoints after %s: %s", newest.name, ", ".join(p.name for p in stale))
-    older = found[: max(position + 1 - keep, 0)] if keep is not None else []
-    doomed = stale + [p for p in older if p.name != checkpoint_dir(root.parent, 0).name]
+    older = complete[: max(position + 1 - keep, 0)] if keep is not None else []
+    doomed = stale + [path for step, path in older if step != 0]
     doomed += [p for p in root.iterdir() if p.name.startswith((".tmp-", ".old-"))]
     for path in doomed:
         shutil.rmtree(path, ignore_errors=True)

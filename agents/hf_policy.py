@@ -118,9 +118,7 @@ class HFPolicy(TokenizedPolicy):
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         check_token_prompts(prompts)
-        # an explicit seed repeats exactly; otherwise successive calls differ, reproducibly per run
-        seed = self.seed + self._calls if params.seed is None else params.seed
-        self._calls += 1
+        seed = self._call_seed(params)
         out: list[Completion] = []
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)

@@ -66,6 +66,13 @@ class TokenizedPolicy:
         an explicit seed would replay the same draws at every turn."""
         self.seed, self._calls = seed, 0
 
+    def _call_seed(self, params: SamplingParams) -> int:
+        """The seed of this ``generate`` call: an explicit one repeats exactly; otherwise successive
+        calls differ, reproducibly per run (see `reseed`)."""
+        seed = self.seed + self._calls if params.seed is None else params.seed
+        self._calls += 1
+        return seed
+
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         raise NotImplementedError
 

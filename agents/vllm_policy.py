@@ -80,9 +80,7 @@ class VLLMPolicy(TokenizedPolicy):
         check_token_prompts(prompts)
         if not prompts:
             return []
-        # an explicit seed repeats exactly; otherwise successive calls differ, reproducibly per run
-        seed = self.seed + self._calls if params.seed is None else params.seed
-        self._calls += 1
+        seed = self._call_seed(params)
         inputs = [self._TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts]
         sampling = [self._sampling(params, request_seed(seed, i)) for i in range(len(prompts))]
         outputs = self.llm.generate(inputs, sampling_params=sampling, use_tqdm=False)

@@ -21,7 +21,9 @@ FinishReason = Literal["stop", "length"]
 class SamplingParams:
     """How to sample. ``temperature`` 0 is greedy. Generation ends at the end-of-sequence token,
     after any of the ``stop`` strings (which are kept in the text), or at ``max_new_tokens``.
-    ``seed`` makes sampling repeatable without touching global random state."""
+    ``seed`` makes one call repeatable without touching global random state; calls that share it
+    replay the same draws, so a multi-turn rollout leaves it None and reseeds the policy once
+    (``TokenizedPolicy.reseed``) instead."""
 
     max_new_tokens: int = 256
     temperature: float = 1.0
