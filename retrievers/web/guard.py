@@ -34,6 +34,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
@@ -55,9 +56,20 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 
+DNS_TIMEOUT = 5.0
+"""Seconds `system_resolver` waits for an answer; the C resolver's own retries can take 30."""
+_DNS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="searchgym-dns")
+
+
 def system_resolver(host: str, port: int) -> list[str]:
-    """Every address ``getaddrinfo`` gives for ``host`` (IPv4 and IPv6), in its order."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    """Every address ``getaddrinfo`` gives for ``host`` (IPv4 and IPv6), in its order, within
+    `DNS_TIMEOUT` seconds. ``getaddrinfo`` cannot be interrupted, so it runs on a worker thread
+    that is left to finish on its own when the wait is over."""
+    lookup = _DNS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = lookup.result(timeout=DNS_TIMEOUT)
+    except TimeoutError:
+        raise OSError(f"no answer from DNS within {DNS_TIMEOUT:g}s") from None
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 

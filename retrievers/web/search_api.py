@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import html
+import json
 import os
 import re
 import time
@@ -28,6 +29,8 @@ from searchgym.errors import ConfigError
 from searchgym.retrievers.web.page import FetchError, SearchResult
 
 _TAG = re.compile(r"<[^>]*>")
+MAX_RESPONSE_BYTES = 5_000_000
+"""A search API answer larger than this is refused; real ones are tens of kilobytes."""
 _S = TypeVar("_S", bound="_APISearch")
 
 
@@ -160,10 +163,11 @@ class _APISearch:
             headers={"Accept": "application/json", "User-Agent": "searchgym", **headers},
             extensions={"timeout": httpx.Timeout(self.timeout).as_dict()},
         )
+        deadline = time.monotonic() + self.timeout
         try:
             response = self._transport.handle_request(request)
             try:
-                response.read()
+                body = self._read(response, deadline)
             finally:
                 response.close()
         except httpx.TimeoutException:
@@ -171,7 +175,7 @@ class _APISearch:
         except httpx.HTTPError as e:  # `from None`: a chained exception could show the URL
             raise FetchError(self._scrub(f"could not reach {self.name}: {type(e).__name__}: {e}")) from None
         try:
-            data = response.json()
+            data = json.loads(body)
         except ValueError:
             data = None
         if response.status_code >= 400:
@@ -179,6 +183,18 @@ class _APISearch:
         if not isinstance(data, Mapping):
             raise FetchError(f"{self.name} answered HTTP {response.status_code} without a JSON object")
         return data
+
+    def _read(self, response: httpx.Response, deadline: float) -> bytes:
+        """The decoded body, refused past `MAX_RESPONSE_BYTES` or once ``timeout`` has passed in
+        all: httpx's timeout bounds each read, so a server that trickles bytes could stall forever."""
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_RESPONSE_BYTES:
+                raise FetchError(f"{self.name} answered more than {MAX_RESPONSE_BYTES} bytes; not read")
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("the whole answer took longer than the timeout")
+        return bytes(body)
 
     def _error(self, response: httpx.Response, detail: str) -> FetchError:
         status = response.status_code

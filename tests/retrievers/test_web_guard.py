@@ -1,8 +1,11 @@
 """The address guard refuses what a live fetch must never reach, before anything connects."""
 
+import threading
+
 import pytest
 
 from searchgym.errors import ConfigError
+from searchgym.retrievers.web import guard as guard_module
 from searchgym.retrievers.web.guard import AddressGuard
 from searchgym.retrievers.web.page import FetchError
 
@@ -163,3 +166,20 @@ def test_names_that_do_not_resolve_are_fetch_errors():
         AddressGuard(resolver=resolver_of({})).check("http://nowhere.example/")
     with pytest.raises(FetchError, match="has no address"):
         AddressGuard(resolver=lambda host, port: []).check("http://empty.example/")
+
+
+def test_a_dns_lookup_that_hangs_is_a_fetch_error_after_the_dns_timeout(monkeypatch):
+    release = threading.Event()
+
+    def hanging_getaddrinfo(*args, **kwargs):
+        release.wait(10)
+        raise OSError("released")
+
+    monkeypatch.setattr(guard_module.socket, "getaddrinfo", hanging_getaddrinfo)
+    monkeypatch.setattr(guard_module, "DNS_TIMEOUT", 0.2)
+    try:
+        expected = r"the name slow\.example does not resolve \(no answer from DNS within 0\.2s\)"
+        with pytest.raises(FetchError, match=expected):
+            AddressGuard().check("http://slow.example/")
+    finally:
+        release.set()

@@ -273,3 +273,23 @@ def test_over_real_http_the_key_stays_out_of_the_logs(caplog):
         server.server_close()
     assert caplog.records, "httpx/httpcore logged nothing at DEBUG: the check below proves nothing"
     assert SECRET not in caplog.text
+
+
+def test_an_oversized_or_trickling_answer_is_refused(monkeypatch):
+    monkeypatch.setattr("searchgym.retrievers.web.search_api.MAX_RESPONSE_BYTES", 1000)
+    error = raised(BraveSearch, Network(200, b"[" + b"0," * 600 + b"0]"))
+    assert str(error) == "Brave Search answered more than 1000 bytes; not read"
+
+    def trickle(request):  # each chunk is in time; the whole answer is not
+        def chunks():
+            for _ in range(3):
+                clock[0] += 1.0
+                yield b" "
+
+        return httpx.Response(200, content=chunks())
+
+    clock = [0.0]
+    monkeypatch.setattr("searchgym.retrievers.web.search_api.time.monotonic", lambda: clock[0])
+    engine = BraveSearch(SECRET, transport=httpx.MockTransport(trickle), timeout=2.0)
+    with pytest.raises(FetchError, match=r"^Brave Search timed out after 2s$"):
+        engine.search("q")
