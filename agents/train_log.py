@@ -18,12 +18,12 @@ import math
 import numbers
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from searchgym.errors import ConfigError, DataNotFoundError, DependencyNotInstalled
+from searchgym.files import replace_atomically
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -87,14 +87,8 @@ class MetricsLog:
             raise ConfigError(f"MetricsLog({self.run_dir}) is closed")
         self._file.close()
         rows = [row for row in _read_rows(self.path) if row["step"] <= step]
-        fd, tmp = tempfile.mkstemp(dir=self.run_dir, prefix=f".{METRICS_FILE}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(row) + "\n" for row in rows)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with replace_atomically(self.path) as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._last_step = rows[-1]["step"] if rows else None
         if self._writer is not None:

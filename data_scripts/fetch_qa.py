@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from searchgym.errors import (
     SearchGymError,
     import_optional,
 )
+from searchgym.files import replace_atomically
 from searchgym.tasks.datasets import (
     BENCHMARKS,
     HUB_REPO_ID,
@@ -58,20 +58,13 @@ def convert(
     check_split(name, split)
     dst = Path(dst_path)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            rows = read_rows(src_path)
-            for row in tqdm(rows, desc=f"{name}/{split}", unit=" rows", disable=not progress):
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
+    with replace_atomically(dst) as out:
+        for row in tqdm(read_rows(src_path), desc=f"{name}/{split}", unit=" rows", disable=not progress):
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
         if count == 0:
             raise ConfigError(f"{src_path} holds no rows; nothing written to {dst}")
-        os.replace(tmp_name, dst)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
     return count
 
 

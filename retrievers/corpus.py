@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.files import replace_atomically
 from searchgym.retrievers.base import Doc
 
 
@@ -65,15 +65,9 @@ def write_corpus(docs: Iterable[Doc], path: str | os.PathLike) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for doc in docs:
-                row = {"id": doc.id, "title": doc.title, "text": doc.text}
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                n += 1
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with replace_atomically(path) as f:
+        for doc in docs:
+            row = {"id": doc.id, "title": doc.title, "text": doc.text}
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
     return n

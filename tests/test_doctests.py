@@ -8,7 +8,7 @@ import pytest
 
 
 def modules() -> list[str]:
-    names = ["searchgym", "searchgym.errors", "searchgym.plots"]
+    names = ["searchgym", "searchgym.errors", "searchgym.files", "searchgym.plots"]
     for sub in ("envs", "agents", "retrievers", "tasks"):
         package = importlib.import_module(f"searchgym.{sub}")
         names.append(package.__name__)

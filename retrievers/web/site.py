@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 from tqdm.auto import tqdm
 
 from searchgym.errors import ConfigError
+from searchgym.files import replace_atomically
 from searchgym.retrievers.base import Doc
 from searchgym.retrievers.bm25 import BM25
 from searchgym.retrievers.web.extract import extract
@@ -169,15 +169,10 @@ def _save_pages(path: Path, pages: list[tuple[str, str, str]]) -> None:
     """Keep extracted pages next to the site, so a later process skips extraction; a folder
     that cannot be written just goes without."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with replace_atomically(path) as f:
             f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in pages)
-        os.replace(tmp, path)
     except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        pass
 
 
 def _terms(text: str) -> set[str]:
