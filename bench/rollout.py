@@ -80,7 +80,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     policy = Recording(HFPolicy(args.model, device="cpu"))
-    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=0)
+    # no explicit seed: that would replay the same draws at every turn (see `TokenizedPolicy.reseed`)
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    policy.policy.reseed(0)
     env_id, env_kwargs = "searchgym/FictionalQA-BM25-v0", {"n_passages": args.n_passages}
     tasks = searchgym.make(env_id, **env_kwargs).unwrapped.tasks[: args.batch]
     make_env = lambda: searchgym.make(env_id, max_turns=args.turns, **env_kwargs)  # noqa: E731
