@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 
 from searchgym.agents.scoring import target_logits
-from searchgym.envs.factories import reward_weights
+from searchgym.envs.registry import check_rewards
 from searchgym.errors import ConfigError
 
 Advantage = Literal["grpo", "dr_grpo", "stratified", "igpo"]
@@ -174,7 +174,7 @@ class GRPOConfig:
             raise ConfigError(
                 "kl_coef, info_gain, lr, eval_tasks, eval_every and warm_start_episodes must be >= 0"
             )
-        reward_weights(self.rewards)  # unknown or bad weights fail here, not at the first step
+        check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         from searchgym.agents.registry import AGENTS
 
         if self.warm_start_agent not in AGENTS:

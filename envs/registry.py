@@ -7,6 +7,7 @@ Entry points are strings, so a backend's heavy imports happen only when its env 
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,21 @@ def make(id: str, **kwargs: Any) -> gym.Env:
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise ConfigError(f"no environment {id!r} is registered.{hint} `searchgym list` shows them all.")
     return gym.make(id, **kwargs)
+
+
+def check_rewards(id: str, rewards: dict[str, Any]) -> None:
+    """Raise `ConfigError` if ``rewards`` are not weights env ``id`` takes, without making it.
+    A factory whose weights are not `RewardWeights` names its parser in a ``parse_rewards``
+    attribute (the planner's ``per_turn``); an unregistered id is left for `make` to report."""
+    from searchgym.envs.factories import reward_weights
+
+    parse: Callable[[dict[str, Any]], Any] = reward_weights
+    entry_point = gym.registry[id].entry_point if id in gym.registry else None
+    if isinstance(entry_point, str):
+        module, _, name = entry_point.partition(":")
+        entry_point = getattr(importlib.import_module(module), name)
+    parse = getattr(entry_point, "parse_rewards", parse)
+    parse(rewards)
 
 
 def list_ids(namespace: str | None = NAMESPACE) -> list[str]:

@@ -201,6 +201,11 @@ def test_config_rejects_bad_values_and_unknown_keys_with_a_hint():
         GRPOConfig(advantage="ppo")
     with pytest.raises(ConfigError, match="unknown reward weight"):
         GRPOConfig(rewards={"per_serch": 0.1})
+    with pytest.raises(ConfigError, match=r"unknown reward weight\(s\) \['per_turn'\]"):
+        GRPOConfig(rewards={"per_turn": 0.02})  # a planner's weight; the default env is not one
+    planner_weights = {"per_search": 0.1, "per_turn": 0.02}
+    planner = GRPOConfig(env="searchgym/FictionalQA-Planner-v0", rewards=planner_weights)
+    assert planner.rewards["per_turn"] == 0.02
     with pytest.raises(ConfigError, match=r"group_sise \(did you mean group_size\?\)"):
         load_config(None, ["group_sise=4"])
     with pytest.raises(ConfigError, match="key=value"):
