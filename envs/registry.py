@@ -66,13 +66,11 @@ def check_rewards(id: str, rewards: dict[str, Any]) -> None:
     attribute (the planner's ``per_turn``); an unregistered id is left for `make` to report."""
     from searchgym.envs.factories import reward_weights
 
-    parse: Callable[[dict[str, Any]], Any] = reward_weights
     entry_point = gym.registry[id].entry_point if id in gym.registry else None
     if isinstance(entry_point, str):
         module, _, name = entry_point.partition(":")
         entry_point = getattr(importlib.import_module(module), name)
-    parse = getattr(entry_point, "parse_rewards", parse)
-    parse(rewards)
+    getattr(entry_point, "parse_rewards", reward_weights)(rewards)
 
 
 def list_ids(namespace: str | None = NAMESPACE) -> list[str]:
