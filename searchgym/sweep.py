@@ -23,7 +23,6 @@ import dataclasses
 import functools
 import json
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.commands.common import file_name
 from searchgym.errors import ConfigError
 
 DEFAULT_ENV = "searchgym/FictionalQA-Planner-v0"
@@ -213,7 +213,7 @@ def evaluate_agents(
             on_episode=(lambda _, name=name: on_episode(name)) if on_episode else None,
         )
         if out is not None:
-            save_episodes(episodes, out / f"{_file_name(name)}.jsonl")
+            save_episodes(episodes, out / f"{file_name(name)}.jsonl")
         metrics = summarize(episodes)
         charged = [ep.n_searches * (ep.em == 1.0 or not only_if_correct) for ep in episodes]
         points[name] = Point(
@@ -325,11 +325,6 @@ def train_sweep(
         report["agents"][name].update(run)
     write_outputs(report, out, f"{base.env} · GRPO at each λ · {count} tasks")
     return report
-
-
-def _file_name(agent: str) -> str:
-    """``hf:/ckpt/step-10`` -> ``hf_ckpt_step-10``: agent names as file names."""
-    return re.sub(r"[^\w.-]+", "_", agent).strip("_")
 
 
 def _jsonable(obj: Any) -> Any:

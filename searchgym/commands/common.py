@@ -1,0 +1,80 @@
+"""Argument types and helpers that several subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import re
+from typing import Any
+
+import yaml
+
+from searchgym.errors import SearchGymError
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with the value read as YAML (an argparse type)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, yaml.safe_load(value)
+
+
+def add_env_args(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument(
+        "--env-arg", "-E", action="append", type=key_value, default=[], metavar="KEY=VALUE", help=help
+    )
+
+
+def generator_kwargs(
+    env_id: str,
+    name: str | None,
+    seed: int,
+    *,
+    flag: str = "--simulator",
+    applies_to: str = "envs with a simulated search engine (such as searchgym/FictionalQA-Simulated-v0)",
+) -> dict[str, Any]:
+    """``{"generator": policy}`` for ``FLAG BACKEND:MODEL`` (nothing without it), checked against
+    the env: only envs whose entry point takes a ``generator`` get one. ``flag`` and
+    ``applies_to`` name the option in errors."""
+    if name is None:
+        return {}
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from searchgym.agents.registry import load_policy
+
+    backend, sep, model = name.partition(":")
+    if not sep:
+        raise SearchGymError(f"{flag} takes BACKEND:MODEL, e.g. hf:smollm2-135m-instruct; got {name!r}")
+    if env_id in gym.registry:  # else `make` reports the unknown id
+        entry = gym.spec(env_id).entry_point
+        creator = entry if callable(entry) else load_env_creator(entry)
+        if "generator" not in inspect.signature(creator).parameters:
+            raise SearchGymError(f"{flag} applies to {applies_to}; {env_id} takes no generator")
+    return {"generator": load_policy(backend, model, seed)}
+
+
+def file_name(agent: str) -> str:
+    """``hf:/ckpt/step-10`` -> ``hf_ckpt_step-10``: agent names as file names.
+
+    >>> file_name("hf:/ckpt/step-10")
+    'hf_ckpt_step-10'
+    """
+    return re.sub(r"[^\w.-]+", "_", agent).strip("_")
+
+
+def finite(obj: Any) -> Any:
+    """JSON has no NaN: write null instead.
+
+    >>> finite({"a": float("nan"), "b": [1.0]})
+    {'a': None, 'b': [1.0]}
+    """
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [finite(v) for v in obj]
+    return obj

@@ -1,0 +1,131 @@
+"""``searchgym eval``: play agents on an environment and report their metrics."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.commands.common import add_env_args, file_name, finite, generator_kwargs
+from searchgym.errors import SearchGymError
+
+DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+_COLUMNS = [
+    ("n", "n", "{:d}"),
+    ("em", "EM", "{:.3f}"),
+    ("f1", "F1", "{:.3f}"),
+    ("cover_em", "cover-EM", "{:.3f}"),
+    ("searches", "searches", "{:.2f}"),
+    ("turns", "turns", "{:.2f}"),
+    ("invalid_rate", "invalid", "{:.3f}"),
+    ("evidence_recall", "ev.recall", "{:.3f}"),
+]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="run agents on an environment and report metrics")
+    p.add_argument("--env", default=DEFAULT_ENV, help=f"environment id (default {DEFAULT_ENV})")
+    add_env_args(p, "keyword argument for the env, value read as YAML (e.g. -E split=test -E hops=2)")
+    p.add_argument(
+        "--agent",
+        default="oracle,heuristic,random",
+        help="agent name, or several separated by commas (default: all scripted agents)",
+    )
+    p.add_argument("--n", type=int, default=100, help="number of tasks, sampled without replacement")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-envs", type=int, default=4, help="env-agent pairs played side by side")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="language-model agents: 0 is greedy (default)"
+    )
+    p.add_argument("--max-new-tokens", type=int, default=256, help="language-model agents: per turn")
+    p.add_argument(
+        "--simulator",
+        default=None,
+        metavar="BACKEND:MODEL",
+        help="the model that plays the search engine, for envs that simulate one (e.g. "
+        "searchgym/FictionalQA-Simulated-v0): named as for --agent, e.g. hf:smollm2-135m-instruct (the "
+        "same name and --seed as an agent share its loaded model); a noise curriculum stays at step 0",
+    )
+    p.add_argument("--out", type=Path, default=None, help="output directory (default runs/eval/ENV)")
+    p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
+    from searchgym.agents.policy import SamplingParams
+    from searchgym.envs.registry import make
+    from searchgym.plots import plot_metric_by_group
+
+    if args.n < 1:
+        raise SearchGymError(f"--n must be at least 1, got {args.n}")
+    env_kwargs = dict(args.env_arg)
+    agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    for name in agent_names:
+        make_agent(name, seed=args.seed, params=params)  # fail on a typo before any work
+    make_kwargs = {**env_kwargs, **generator_kwargs(args.env, args.simulator, args.seed)}
+    probe = make(args.env, **make_kwargs)
+    all_tasks = getattr(probe.unwrapped, "tasks", None)
+    probe.close()
+    if not all_tasks:
+        raise SearchGymError(f"{args.env} exposes no `tasks`; searchgym eval needs a task set")
+    n = min(args.n, len(all_tasks))
+    picks = np.random.default_rng(args.seed).choice(len(all_tasks), size=n, replace=False)
+    tasks = [all_tasks[int(i)] for i in sorted(picks)]
+    out = args.out or Path("runs") / "eval" / args.env.replace("/", "_")
+
+    results: dict[str, dict[str, Any]] = {}
+    for name in agent_names:
+        with tqdm(total=n, desc=f"{name:>10}", disable=args.no_progress, file=sys.stderr) as bar:
+            episodes = run_episodes(
+                lambda: make(args.env, **make_kwargs),
+                functools.partial(make_agent, name, seed=args.seed, params=params),
+                tasks,
+                n_envs=args.n_envs,
+                seed=args.seed,
+                on_episode=lambda _: bar.update(),
+            )
+        save_episodes(episodes, out / f"{file_name(name)}.jsonl")
+        results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}
+
+    report = {"env": args.env, "env_kwargs": env_kwargs, "n": n, "seed": args.seed, "agents": results}
+    if args.simulator:
+        report = {**report, "simulator": args.simulator}
+    (out / "metrics.json").write_text(json.dumps(finite(report), indent=2) + "\n")
+    by_group = {name: {"all": r["all"], **r["by_hops"]} for name, r in results.items()}
+    plot = plot_metric_by_group(by_group, out / "em.png", title=f"{args.env} · {n} tasks")
+    if args.json:
+        print(json.dumps(finite(report)))
+    else:
+        simulated = f"  simulator {args.simulator}" if args.simulator else ""
+        print(f"{args.env}  {n} tasks  seed {args.seed}  {env_kwargs or ''}{simulated}")
+        print(format_table(results))
+        print(f"trajectories, metrics.json and {plot.name} in {out}")
+    return 0
+
+
+def format_table(results: dict[str, dict[str, Any]]) -> str:
+    """One row per agent (all tasks), then one per agent and hop count."""
+    header = ["agent", "hops"] + [label for _, label, _ in _COLUMNS]
+    rows = []
+    for name, r in results.items():
+        groups = [("all", r["all"])] + [(str(h), m) for h, m in r["by_hops"].items()]
+        for group, metrics in groups:
+            rows.append([name, group] + [_fmt(fmt, metrics[key]) for key, _, fmt in _COLUMNS])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(x).rjust(w) for x, w in zip(line, widths)) for line in [header, *rows]]
+    return "\n".join(lines)
+
+
+def _fmt(fmt: str, value: float) -> str:
+    return "-" if isinstance(value, float) and math.isnan(value) else fmt.format(value)

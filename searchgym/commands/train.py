@@ -1,0 +1,56 @@
+"""``searchgym train``: GRPO (after an optional SFT warm start) from a YAML config."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a policy with GRPO on an environment (see configs/)")
+    p.add_argument("--config", type=Path, default=None, help="YAML config (keys of GRPOConfig)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, value read as YAML (e.g. --set steps=20 --set env_kwargs={hops:[2]})",
+    )
+    p.add_argument("--run-dir", default=None, help="where checkpoints, metrics and plots go")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run dir")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from searchgym.agents.grpo import load_config, train
+    from searchgym.agents.train_log import read_metrics
+    from searchgym.plots import plot_training_curves
+
+    overrides = list(args.set)
+    if args.run_dir:
+        overrides.append(f"run_dir={args.run_dir}")
+    if args.resume:
+        overrides.append("resume=true")
+    if args.no_progress:
+        overrides.append("progress=false")
+    cfg = load_config(args.config, overrides)
+    summary = train(cfg)
+    if summary["is_main_process"]:
+        labels = {"base": "as loaded", "before": "before GRPO", "after": "after GRPO"}
+        if cfg.warm_start_episodes:
+            labels["before"] = "after SFT"
+        for when, label in labels.items():
+            metrics = summary[f"eval_{when}"]
+            if metrics:
+                print(
+                    f"dev {label:>11}: EM {metrics['em']:.3f}  F1 {metrics['f1']:.3f}  "
+                    f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
+                    f"(n {metrics['n']:.0f})"
+                )
+        plots = plot_training_curves(read_metrics(cfg.run_dir), Path(cfg.run_dir) / "plots")
+        print(
+            f"{cfg.steps} steps in {summary['wall_s']:.0f} s; metrics, checkpoints and {len(plots)} "
+            f"plots in {cfg.run_dir}"
+        )
+    return 0
