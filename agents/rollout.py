@@ -19,11 +19,22 @@ from searchgym.tasks.task import Task
 
 @dataclass
 class Turn:
+    """One step of an episode, as the env reported it (fields after ``error`` default, so that
+    files written before they existed still load)."""
+
     action: str
     observation: str
     reward: float
     tool: str | None
     error: str | None
+    reward_components: dict[str, float] = field(default_factory=dict)
+    obs_tokens: int = 0
+    """Tokens of this step's observation that a tool produced (0 for an invalid step)."""
+    query: str | None = None
+    doc_ids: list[str] | None = None
+    """Ids of the documents a search showed."""
+    info_gain: float | None = None
+    """The turn's information gain (IGPO), when a trainer computed it."""
 
 
 @dataclass
@@ -46,6 +57,8 @@ class Episode:
     reward_components: dict[str, float] = field(default_factory=dict)
     terminated: bool = False
     truncated: bool = False
+    evidence: list[str] = field(default_factory=list)
+    """Ids of the task's gold evidence documents."""
     # the tokens of a policy-backed agent's episode, for training; not saved with the episode
     trajectory: Any = field(default=None, repr=False, compare=False)
 
@@ -78,14 +91,28 @@ class _Slot:
         self.index = index
         self.observation, info = self.env.reset(seed=seed, options={"task": task})
         self.agent.reset(info)
-        self.episode = Episode(task.id, task.question, list(task.answers), dict(task.metadata))
+        self.episode = Episode(
+            task.id, task.question, list(task.answers), dict(task.metadata), evidence=list(task.evidence)
+        )
 
     def apply(self, action: str) -> bool:
         """Play ``action`` as this episode's next turn; True when the episode is over."""
         ep = self.episode
         assert ep is not None
         self.observation, reward, terminated, truncated, info = self.env.step(action)
-        ep.turns.append(Turn(action, self.observation, float(reward), info["tool"], info["error"]))
+        ep.turns.append(
+            Turn(
+                action,
+                self.observation,
+                float(reward),
+                info["tool"],
+                info["error"],
+                reward_components=dict(info["reward_components"]),
+                obs_tokens=info.get("step_obs_tokens", 0),
+                query=info.get("query"),
+                doc_ids=info.get("doc_ids"),
+            )
+        )
         ep.total_reward += float(reward)
         for name, value in info["reward_components"].items():
             ep.reward_components[name] = ep.reward_components.get(name, 0.0) + value
