@@ -1,7 +1,10 @@
-"""Agents: the `Agent` protocol, scripted baselines, the rollout runner and the trl adapter."""
+"""Agents: the `Agent` and `BatchAgent` protocols, agents by name, the rollout runner, scripted
+baselines and the trl adapter. Policies are in `searchgym.agents.policies`, training in
+`searchgym.agents.train`."""
 
-from searchgym.agents.base import Agent
-from searchgym.agents.registry import AGENTS, make_agent
+from searchgym.agents.base import Agent, BatchAgent
+from searchgym.agents.integrations.trl import TrlEnv, trl_dataset
+from searchgym.agents.registry import make_agent
 from searchgym.agents.rollout import (
     Episode,
     Turn,
@@ -12,12 +15,11 @@ from searchgym.agents.rollout import (
     summarize,
     summarize_by,
 )
-from searchgym.agents.scripted import HeuristicAgent, OracleAgent, RandomAgent
-from searchgym.agents.trl_env import TrlEnv, trl_dataset
+from searchgym.agents.scripted.baselines import HeuristicAgent, OracleAgent, RandomAgent
 
 __all__ = [
-    "AGENTS",
     "Agent",
+    "BatchAgent",
     "Episode",
     "HeuristicAgent",
     "OracleAgent",

@@ -20,9 +20,9 @@ import torch
 
 import searchgym
 from searchgym.agents import run_episodes
-from searchgym.agents.hf_policy import HFPolicy
-from searchgym.agents.llm_agent import PolicyAgent
-from searchgym.agents.policy import SamplingParams
+from searchgym.agents.policies.agent import PolicyAgent
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.hf import HFPolicy
 
 
 class Recording:

@@ -122,7 +122,7 @@ def prepare_model(name: str | None, directory: Path) -> str:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from searchgym.agents.models import DEFAULT_MODEL, random_llama, resolve_model, resolve_tokenizer
+    from searchgym.agents.policies.models import DEFAULT_MODEL, random_llama, resolve_model, resolve_tokenizer
 
     if name is None:
         tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer(DEFAULT_MODEL))
@@ -141,8 +141,8 @@ def prepare_model(name: str | None, directory: Path) -> str:
 
 
 def bench_searchgym(model_dir: str, s: Settings, work_dir: Path) -> dict[str, Any]:
-    from searchgym.agents.grpo import GRPOConfig, train
-    from searchgym.agents.train_log import read_metrics
+    from searchgym.agents.train.grpo import GRPOConfig, train
+    from searchgym.agents.train.metrics_log import read_metrics
 
     steps = s.warmup + s.steps
     cfg = GRPOConfig(
@@ -185,7 +185,7 @@ def bench_trl(model_dir: str, s: Settings, work_dir: Path) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from searchgym.agents.trl_env import TrlEnv, trl_dataset
+    from searchgym.agents.integrations.trl import TrlEnv, trl_dataset
 
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:

@@ -7,7 +7,7 @@
 Queries come from the generated world (every hop's query of the train questions, shown to the
 simulator with the question and gold answer) or, with ``--corpus``, from passage titles (query
 alone). Useful targets are BM25's top ``--k`` passages, noisy ones passages retrieved for other
-queries (see `searchgym.agents.sft_simulator`). The training rows are written to
+queries (see `searchgym.agents.train.sft_simulator`). The training rows are written to
 ``OUT/sft_examples.jsonl`` for inspection; the model and tokenizer to ``OUT``, which
 ``HFPolicy(OUT)`` loads and ``Simulated`` uses as its generator.
 """
@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from searchgym.agents.models import DEFAULT_MODEL
-from searchgym.agents.sft_simulator import (
+from searchgym.agents.policies.models import DEFAULT_MODEL
+from searchgym.agents.train.sft_simulator import (
     SimulatorSFTConfig,
     corpus_queries,
     simulator_examples,

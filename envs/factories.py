@@ -135,7 +135,7 @@ def fictional_simulated(
         raise ConfigError(
             "this env's search engine is a language model: pass one as "
             "searchgym.make(id, generator=policy) (any object with chat(conversations, params), e.g. "
-            "searchgym.agents.hf_policy.HFPolicy('smollm2-135m-instruct')), or on the command line "
+            "searchgym.agents.policies.hf.HFPolicy('smollm2-135m-instruct')), or on the command line "
             "`searchgym eval --simulator hf:smollm2-135m-instruct`"
         )
     if isinstance(noise, dict):

@@ -29,7 +29,7 @@ gold answers, not an LLM judge's score relative to no-search and naive-RAG basel
 process reward from a judge (the format score stands in for a well-formed plan); the cost is a
 linear penalty per query and per turn, so a sweep over its weight can score one evaluation at
 every weight (`searchgym.sweep`); the generator sees the queries and results but not the
-planner's reasoning; training uses GRPO (`searchgym.agents.grpo`), not PPO; and the generator is
+planner's reasoning; training uses GRPO (`searchgym.agents.train.grpo`), not PPO; and the generator is
 called once per finished episode, not batched across environments.
 """
 

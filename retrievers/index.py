@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from pathlib import Path
 
-from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.errors import DataNotFoundError
+from searchgym.registry import RETRIEVERS
 from searchgym.retrievers.base import Retriever
 from searchgym.retrievers.corpus import read_corpus
 
 META_FILE = "searchgym.json"
-# kind written in META_FILE -> the class whose ``load(directory)`` opens it
-KINDS = {
-    "bm25": "searchgym.retrievers.bm25:BM25",
-    "dense": "searchgym.retrievers.dense:Dense",
-    "lucene": "searchgym.retrievers.lucene:Lucene",
-}
+"""Describes a saved index; its ``kind`` names, in `searchgym.registry.RETRIEVERS`, the class whose
+``load(directory)`` opens it."""
 
 
 def write_meta(directory: str | os.PathLike, meta: dict) -> None:
@@ -47,12 +43,12 @@ def read_meta(directory: str | os.PathLike, kind: str | None = None, build_hint:
 def load_index(directory: str | os.PathLike, **kwargs) -> Retriever:
     """The retriever saved in ``directory``, whatever its kind (``searchgym.json`` says)."""
     kind = read_meta(directory).get("kind")
-    if kind not in KINDS:
+    if kind not in RETRIEVERS:
         raise DataNotFoundError(
-            f"{directory} holds an index of unknown kind {kind!r}; known: {sorted(KINDS)}"
+            f"{directory} holds an index of unknown kind {kind!r}; known: {RETRIEVERS.names()} (a plug-in's "
+            "kind needs its package installed, or --import of the module that registers it)"
         )
-    module, name = KINDS[kind].split(":")
-    return getattr(importlib.import_module(module), name).load(directory, **kwargs)
+    return RETRIEVERS.resolve(kind).load(directory, **kwargs)
 
 
 def build_index(
@@ -61,10 +57,7 @@ def build_index(
     """Build an index of ``kind`` from a JSONL corpus, save it to ``out`` and return it.
     ``options`` go to the backend's ``build``, or to its ``build_streaming`` where it has one
     (dense: ``encoder``, ``index``, ``batch_size``, ``shard_size``, ``keep_embeddings``)."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
-    module, name = KINDS[kind].split(":")
-    backend = getattr(importlib.import_module(module), name)
+    backend = RETRIEVERS.resolve(kind)  # an unknown kind suggests the closest
     if hasattr(backend, "build_streaming"):
         return backend.build_streaming(corpus, out, show_progress=show_progress, **options)
     built = backend.build(read_corpus(corpus), show_progress=show_progress, **options)

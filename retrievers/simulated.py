@@ -6,7 +6,7 @@ noise probability that follows ZeroSearch's curriculum over training steps, and 
 `TextGenerator` (any policy) to write the documents. The prompt shows the query, the user's
 question and its gold answer, as ZeroSearch's does, and asks for one fixed line format that
 `parse_documents` reads back; `format_documents` writes that format, so SFT targets
-(`searchgym.agents.sft_simulator`) match what the parser expects.
+(`searchgym.agents.train.sft_simulator`) match what the parser expects.
 
 The default sampling is greedy (``temperature=0``): the same prompt always gives the same
 documents, which makes the on-disk cache sound and runs repeatable; the variety between calls

@@ -60,7 +60,7 @@ def plot_training_curves(
     """``OUT_DIR/{namespace}.png`` per metric namespace (reward, loss, rollout, eval, then any
     other), a panel per metric: x = step, the raw values light and, on top, the mean of the last
     ``window`` points (default: a tenth of the points, 1 to 50; fewer at the start). ``metrics`` are rows
-    ``{"step": s, "ns/name": value, ...}`` as `searchgym.agents.train_log.read_metrics` returns
+    ``{"step": s, "ns/name": value, ...}`` as `searchgym.agents.train.metrics_log.read_metrics` returns
     them; non-finite values are left out. Returns the paths written.
     """
     import matplotlib

@@ -8,7 +8,7 @@ sweeps λ to trace the front. Here λ is the cost of one search (``rewards.per_s
   reward at 0 minus λ times its mean searches (searches of exactly right answers only, with
   ``cost_only_if_correct``): one evaluation scores every λ, and the best agent at each λ is read
   off without playing again.
-- training (`train_sweep`): one GRPO run per λ (`searchgym.agents.grpo.train` with
+- training (`train_sweep`): one GRPO run per λ (`searchgym.agents.train.grpo.train` with
   ``rewards.per_search = λ``, in ``OUT/lambda-<λ>``); each trained policy is then evaluated as
   above, so the front compares the policies that different weights produced.
 
@@ -276,9 +276,9 @@ def train_sweep(
     OUT defaults to the config's ``run_dir``), then each trained policy evaluated greedily on the
     same ``n`` tasks of the config's env and eval split; writes and returns the report as
     `evaluate_sweep` does, with each agent's ``trained_at`` weight and run directory."""
-    from searchgym.agents.checkpoint import latest_checkpoint
-    from searchgym.agents.grpo import load_config, train
-    from searchgym.agents.policy import SamplingParams
+    from searchgym.agents.policies.base import SamplingParams
+    from searchgym.agents.train.checkpoint import latest_checkpoint
+    from searchgym.agents.train.grpo import load_config, train
 
     base = load_config(config, [*overrides, *([] if progress else ["progress=false"])])
     out = Path(out) if out is not None else Path(base.run_dir)

@@ -1,6 +1,6 @@
 """Model-free extractive reading: the answer span a text holds for a question.
 
-Shared by the scripted agents (`searchgym.agents.scripted`) and the planner env's default
+Shared by the scripted agents (`searchgym.agents.scripted.baselines`) and the planner env's default
 frozen generator (`searchgym.envs.reader.ExtractiveReader`), so it lives in the bottom layer.
 It reads text only; it never looks at gold answers.
 """

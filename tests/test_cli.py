@@ -127,11 +127,14 @@ class ScriptedSimulatorPolicy:
 
 @pytest.fixture
 def scripted_backend(monkeypatch):
+    from searchgym.registry import Spec
+
     """``scripted:NAME`` names a `ScriptedSimulatorPolicy` (one per process, as real backends)."""
     from searchgym.agents import registry
+    from searchgym.registry import POLICIES
 
     policy = ScriptedSimulatorPolicy()
-    monkeypatch.setitem(registry.POLICIES, "scripted", lambda model, seed: policy)
+    monkeypatch.setitem(POLICIES._specs, "scripted", Spec("scripted", lambda model, seed: policy))
     registry.load_policy.cache_clear()
     yield policy
     registry.load_policy.cache_clear()

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from searchgym.agents.train_log import MetricsLog
+from searchgym.agents.train.metrics_log import MetricsLog
 from searchgym.cli import main
 from searchgym.plots import plot_training_curves
 

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
-    from searchgym.agents.policy import SamplingParams
+    from searchgym.agents.policies.base import SamplingParams
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
 

@@ -10,7 +10,7 @@ from searchgym.errors import SearchGymError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from searchgym.retrievers.index import KINDS
+    from searchgym.registry import RETRIEVERS
 
     p = sub.add_parser("index", help="build search indexes")
     build = p.add_subparsers(dest="index_command", required=True).add_parser(
@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--corpus", type=Path, required=True, help='JSONL: {"id","title","text"} or {"id","contents"}'
     )
-    build.add_argument("--kind", choices=sorted(KINDS), default="bm25")
+    build.add_argument("--kind", default="bm25", help=f"one of {', '.join(RETRIEVERS.names())}")
     build.add_argument("--out", type=Path, required=True, help="index directory to write")
     build.add_argument("--encoder", default=None, help="dense: model name or path (default all-MiniLM-L6-v2)")
     build.add_argument("--index", choices=["flat", "hnsw", "ivfpq"], default=None, help="dense: FAISS index")

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.agents.train_log import read_metrics
+    from searchgym.agents.train.metrics_log import read_metrics
     from searchgym.plots import plot_training_curves
 
     metrics = read_metrics(args.run_dir)

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 on_episode=tick,
             )
         else:
-            from searchgym.agents.policy import SamplingParams
+            from searchgym.agents.policies.base import SamplingParams
 
             env_id = args.env or sweep.DEFAULT_ENV
             names = args.agents or ",".join(sweep.DEFAULT_AGENTS)

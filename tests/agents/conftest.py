@@ -7,7 +7,7 @@ def make_tiny_llama_dir(directory: Path) -> Path:
     """`random_llama` with SmolLM2's real tokenizer and chat template, saved to ``directory``."""
     from transformers import AutoTokenizer
 
-    from searchgym.agents.models import random_llama, resolve_tokenizer
+    from searchgym.agents.policies.models import random_llama, resolve_tokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer("smollm2-135m-instruct"))
     random_llama(tokenizer).save_pretrained(directory)

@@ -1,6 +1,6 @@
 """A policy for tests that writes a script instead of sampling."""
 
-from searchgym.agents.policy import Completion
+from searchgym.agents.policies.base import Completion
 
 
 class ScriptedPolicy:

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from searchgym.agents import checkpoint as ckpt
-from searchgym.agents.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from searchgym.agents.train import checkpoint as ckpt
+from searchgym.agents.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from searchgym.errors import ConfigError, DataNotFoundError
 
 DATA = torch.linspace(-1, 1, 40).reshape(10, 4)

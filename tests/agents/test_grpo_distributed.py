@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from searchgym.agents.train_log import read_metrics
+from searchgym.agents.train.metrics_log import read_metrics
 
 
 @pytest.mark.slow

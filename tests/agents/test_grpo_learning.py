@@ -11,9 +11,9 @@ import statistics
 import pytest
 from transformers import AutoTokenizer
 
-from searchgym.agents.grpo import GRPOConfig, train
-from searchgym.agents.models import random_llama, resolve_tokenizer
-from searchgym.agents.train_log import read_metrics
+from searchgym.agents.policies.models import random_llama, resolve_tokenizer
+from searchgym.agents.train.grpo import GRPOConfig, train
+from searchgym.agents.train.metrics_log import read_metrics
 
 pytestmark = pytest.mark.slow
 

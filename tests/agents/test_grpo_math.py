@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from searchgym.agents.grpo import (
+from searchgym.agents.train.grpo import (
     GRPOConfig,
     LossNorm,
     Sample,

@@ -7,9 +7,9 @@ import torch
 from safetensors.torch import load_file
 from train_config import tiny_config, weights
 
-from searchgym.agents import grpo
-from searchgym.agents.grpo import train
-from searchgym.agents.train_log import read_metrics
+from searchgym.agents.train import grpo
+from searchgym.agents.train.grpo import train
+from searchgym.agents.train.metrics_log import read_metrics
 from searchgym.errors import TrainingDiverged
 
 
@@ -131,7 +131,8 @@ def test_a_warm_start_runs_before_grpo_and_is_evaluated_on_both_sides(tiny_llama
 
 
 def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_dir, tmp_path, monkeypatch):
-    from searchgym.agents import train_episodes, warm_start
+    from searchgym.agents.train import episodes as train_episodes
+    from searchgym.agents.train import warm_start
 
     seen: dict[str, set[str]] = {"sft": set(), "grpo": set()}
     record_sft, play = warm_start.oracle_trajectories, train_episodes.play_groups

@@ -9,10 +9,10 @@ import types
 import torch
 from train_config import tiny_config, weights
 
-from searchgym.agents import vllm_policy
-from searchgym.agents.grpo import train
-from searchgym.agents.hf_policy import HFPolicy
-from searchgym.agents.policy import SamplingParams
+from searchgym.agents.policies import vllm as vllm_policy
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.hf import HFPolicy
+from searchgym.agents.train.grpo import train
 
 
 class EngineModel:

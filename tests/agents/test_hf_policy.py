@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from searchgym.agents.hf_policy import HFPolicy
-from searchgym.agents.policy import Completion, SamplingParams
+from searchgym.agents.policies.base import Completion, SamplingParams
+from searchgym.agents.policies.hf import HFPolicy
 from searchgym.errors import ConfigError, DataNotFoundError
 
 CONVERSATIONS = [

@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import searchgym
 from searchgym.agents import run_episodes
-from searchgym.agents.info_gain import (
+from searchgym.agents.policies.agent import PolicyAgent, Trajectory
+from searchgym.agents.train.info_gain import (
     answer_logprob,
     answer_tokens,
     batch_turn_answer_probabilities,
@@ -18,7 +19,6 @@ from searchgym.agents.info_gain import (
     score_answers,
     turn_answer_probabilities,
 )
-from searchgym.agents.llm_agent import PolicyAgent, Trajectory
 from searchgym.envs.protocols import make_protocol
 from searchgym.errors import ConfigError
 
@@ -154,7 +154,7 @@ def test_information_gain_is_the_rise_between_turns():
 
 
 def test_models_without_logits_to_keep_give_the_same_scores(model, monkeypatch):
-    import searchgym.agents.scoring as scoring
+    import searchgym.agents.train.scoring as scoring
 
     sliced = answer_logprob(model, CONTEXTS, [300, 301], prefix=[7])
     monkeypatch.setattr(scoring, "takes_logits_to_keep", lambda model: False)

@@ -6,10 +6,10 @@ from transformers import AutoTokenizer
 
 import searchgym
 from searchgym.agents import run_episodes
-from searchgym.agents.hf_policy import HFPolicy
-from searchgym.agents.llm_agent import ChatFormat, PolicyAgent
-from searchgym.agents.models import resolve_tokenizer
-from searchgym.agents.policy import SamplingParams
+from searchgym.agents.policies.agent import ChatFormat, PolicyAgent
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.hf import HFPolicy
+from searchgym.agents.policies.models import resolve_tokenizer
 from searchgym.errors import ConfigError
 
 SMALL_WORLD = {"n_passages": 300, "seed": 0}

@@ -9,11 +9,11 @@ import pytest
 from openai_server import OpenAIServer, Reply, echo, token_id, token_logprob, tokens_of
 
 import searchgym
-from searchgym.agents import openai_policy as module
 from searchgym.agents import run_episodes
-from searchgym.agents.llm_agent import PolicyAgent
-from searchgym.agents.openai_policy import OpenAIPolicy, retry_after
-from searchgym.agents.policy import SamplingParams
+from searchgym.agents.policies import openai as module
+from searchgym.agents.policies.agent import PolicyAgent
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.openai import OpenAIPolicy, retry_after
 from searchgym.errors import ConfigError, PolicyError
 from searchgym.generation import request_seed
 

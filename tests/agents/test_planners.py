@@ -5,7 +5,6 @@ import pytest
 
 import searchgym
 from searchgym.agents import (
-    AGENTS,
     HeuristicAgent,
     OracleAgent,
     RandomAgent,
@@ -13,7 +12,7 @@ from searchgym.agents import (
     run_episodes,
     summarize,
 )
-from searchgym.agents.planners import FixedPlanner, NoSearchPlanner, QuestionPlanner
+from searchgym.agents.scripted.planners import FixedPlanner, NoSearchPlanner, QuestionPlanner
 
 ENV_ID = "searchgym/FictionalQA-Planner-v0"
 SMALL_WORLD = {"n_passages": 300}
@@ -82,7 +81,7 @@ def test_scripted_agents_finish_where_they_would_answer(tasks, agent):
 
 
 def test_planners_are_registered_by_name():
-    assert {"planner-0", "planner-4", "planner-question"} <= set(AGENTS)
+    assert {"planner-0", "planner-4", "planner-question"} <= set(searchgym.list_agents())
     planner = make_agent("planner-3")
     assert isinstance(planner, FixedPlanner) and planner.k == 3
     assert isinstance(make_agent("planner-question"), QuestionPlanner)

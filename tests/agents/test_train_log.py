@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from searchgym.agents.train_log import METRICS_FILE, MetricsLog, read_metrics
+from searchgym.agents.train.metrics_log import METRICS_FILE, MetricsLog, read_metrics
 from searchgym.errors import ConfigError, DataNotFoundError, DependencyNotInstalled
 
 HAS_TENSORBOARD = importlib.util.find_spec("tensorboard") is not None

@@ -9,7 +9,7 @@ import pytest
 from transformers.utils import get_json_schema
 
 import searchgym
-from searchgym.agents.trl_env import ANSWERED, EPISODE_OVER, TURN_LIMIT, TrlEnv, trl_dataset
+from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT, TrlEnv, trl_dataset
 from searchgym.envs.tools import ANSWER, SEARCH
 from searchgym.errors import ConfigError
 

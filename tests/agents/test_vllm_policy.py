@@ -14,12 +14,12 @@ from transformers import AutoTokenizer
 
 import searchgym
 from searchgym.agents import run_episodes
-from searchgym.agents import vllm_policy as module
-from searchgym.agents.llm_agent import PolicyAgent
-from searchgym.agents.models import resolve_tokenizer
-from searchgym.agents.openai_policy import request_seed
-from searchgym.agents.policy import SamplingParams
-from searchgym.agents.vllm_policy import VLLMPolicy
+from searchgym.agents.policies import vllm as module
+from searchgym.agents.policies.agent import PolicyAgent
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.models import resolve_tokenizer
+from searchgym.agents.policies.openai import request_seed
+from searchgym.agents.policies.vllm import VLLMPolicy
 from searchgym.errors import DependencyNotInstalled, PolicyError
 
 

@@ -8,8 +8,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import searchgym
 from searchgym.agents import OracleAgent, run_episodes
-from searchgym.agents.llm_agent import PolicyAgent, Trajectory
-from searchgym.agents.warm_start import oracle_trajectories, sft
+from searchgym.agents.policies.agent import PolicyAgent, Trajectory
+from searchgym.agents.train.warm_start import oracle_trajectories, sft
 from searchgym.errors import ConfigError, TrainingDiverged
 
 WORLD = {"n_passages": 300, "seed": 0, "hops": [1, 2]}
@@ -117,8 +117,8 @@ def test_sft_on_oracle_episodes_teaches_the_action_protocol(tiny_llama_dir):
     so it is trained and then played greedily on the same 8 questions: valid calls come back
     only if the recorded streams are the ones PolicyAgent builds at inference, token for token."""
     from searchgym.agents import summarize
-    from searchgym.agents.hf_policy import HFPolicy
-    from searchgym.agents.policy import SamplingParams
+    from searchgym.agents.policies.base import SamplingParams
+    from searchgym.agents.policies.hf import HFPolicy
 
     def env():
         options = {"hops": 1, "max_turns": 3, "top_k": 1, "max_obs_tokens": 64}

@@ -18,7 +18,6 @@ from searchgym.envs import backends
 from searchgym.envs.registry import RETRIEVAL_BACKENDS
 from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.retrievers import BM25, Dense, Encoder, Hybrid
-from searchgym.retrievers.index import KINDS
 from searchgym.tasks.miniwiki import miniwiki_path
 
 SMALL_WORLD = {"n_passages": 300}
@@ -27,8 +26,6 @@ CLASSES = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid", "lucene": "Luce
 
 
 def lucene_missing() -> str | None:
-    if "lucene" not in KINDS:
-        return "the lucene index kind (retrievers/lucene.py) is not there yet"
     if importlib.util.find_spec("pyserini") is None:
         return 'pyserini is not installed (pip install "searchgym[lucene]")'
     if shutil.which("java") is None:

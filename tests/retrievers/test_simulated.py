@@ -350,7 +350,7 @@ class Recording:
 
 
 def test_search_env_with_a_tiny_llama_simulator(tmp_path):
-    from searchgym.agents.hf_policy import HFPolicy
+    from searchgym.agents.policies.hf import HFPolicy
     from searchgym.envs.factories import search_env
     from searchgym.tasks.world import load_world
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.agents.policy import Completion, Message, Policy, SamplingParams
+from searchgym.agents.policies.base import Completion, Message, Policy, SamplingParams
 from searchgym.errors import ConfigError
 
 _SENTINEL = "\x00searchgym-turn\x00"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import torch
 
-from searchgym.agents.models import DEFAULT_MODEL, hub_progress, resolve_model
-from searchgym.agents.policy import (
+from searchgym.agents.policies.base import (
     Completion,
     SamplingParams,
     TokenizedPolicy,
     check_token_prompts,
 )
+from searchgym.agents.policies.models import DEFAULT_MODEL, hub_progress, resolve_model
 from searchgym.errors import DataNotFoundError
 
 
@@ -63,7 +63,7 @@ class _StopStrings:
 
 class HFPolicy(TokenizedPolicy):
     """Generate with a transformers causal LM (``model`` is a hub id, a local directory, or the
-    alias ``smollm2-135m-instruct``; see `searchgym.agents.models`).
+    alias ``smollm2-135m-instruct``; see `searchgym.agents.policies.models`).
 
     Prompts are left-padded into one batch; each row stops on its own at the end-of-sequence
     token or after a stop string. ``dtype`` defaults to bfloat16 on a GPU that supports it and

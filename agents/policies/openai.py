@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from searchgym.agents.policy import Completion, Message, SamplingParams, check_conversations
+from searchgym.agents.policies.base import Completion, Message, SamplingParams, check_conversations
 from searchgym.errors import ConfigError, PolicyError
 from searchgym.generation import request_seed
 
@@ -304,3 +304,11 @@ def _tokens_covering(token_texts: list[str] | None, text: str, end: int) -> int 
         if length >= end:
             return n
     return None
+
+
+def from_environment(model: str, seed: int = 0) -> OpenAIPolicy:
+    """``openai:MODEL``: the server at ``$SEARCHGYM_OPENAI_BASE_URL`` (default
+    ``http://127.0.0.1:8000/v1``). Seeds travel per request in `SamplingParams`, so ``seed`` is unused."""
+    return OpenAIPolicy(
+        model, base_url=os.environ.get("SEARCHGYM_OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+    )

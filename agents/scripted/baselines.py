@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.agents.web_oracle import WebOracleAgent, is_web
+from searchgym.agents.scripted.web_oracle import WebOracleAgent, is_web
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.web_tools import parse_results
 from searchgym.tasks.extractive import extract_answer, parse_docs

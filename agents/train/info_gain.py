@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from searchgym.agents.llm_agent import Trajectory
-from searchgym.agents.scoring import model_device, right_pad, token_logprobs
+from searchgym.agents.policies.agent import Trajectory
+from searchgym.agents.train.scoring import model_device, right_pad, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError

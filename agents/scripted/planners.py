@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from searchgym.agents.scripted import _Scripted
+from searchgym.agents.scripted.baselines import _Scripted
 
 
 class FixedPlanner(_Scripted):

@@ -1,6 +1,6 @@
 """The episodes of GRPO training: which tasks a step plays, playing them in groups, scoring them
 into loss samples (rewards, information gain, advantages), greedy evaluation, the oracle warm
-start, and the policies that generate them. `searchgym.agents.grpo`
+start, and the policies that generate them. `searchgym.agents.train.grpo`
 calls these; ``cfg`` is its `GRPOConfig`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from searchgym.agents.grpo import (
+from searchgym.agents.train.grpo import (
     Sample,
     degenerate_groups,
     group_advantages,
@@ -20,19 +20,19 @@ from searchgym.agents.grpo import (
 from searchgym.errors import ConfigError
 
 if TYPE_CHECKING:
-    from searchgym.agents.grpo import GRPOConfig
+    from searchgym.agents.train.grpo import GRPOConfig
 
 
 def load_policies(cfg: GRPOConfig, device: torch.device):
     """The trainable `HFPolicy` and the policy that plays episodes (itself, or a vLLM engine)."""
-    from searchgym.agents.hf_policy import HFPolicy
+    from searchgym.agents.policies.hf import HFPolicy
 
     policy = HFPolicy(
         cfg.model, device=str(device), dtype="float32", seed=cfg.seed, show_progress=cfg.progress
     )
     if cfg.rollout_engine == "hf":
         return policy, policy
-    from searchgym.agents.vllm_policy import VLLMPolicy
+    from searchgym.agents.policies.vllm import VLLMPolicy
 
     return policy, VLLMPolicy(cfg.model, seed=cfg.seed)
 
@@ -90,7 +90,7 @@ def play_groups(
 ) -> list[list[Any]]:
     """``group_size`` sampled episodes of every task, all envs in one batched rollout; returns
     the episodes grouped by task."""
-    from searchgym.agents.llm_agent import PolicyAgent
+    from searchgym.agents.policies.agent import PolicyAgent
     from searchgym.agents.rollout import rollout
     from searchgym.generation import SamplingParams
 
@@ -111,7 +111,7 @@ def play_groups(
 def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str, float]:
     """Greedy episodes on the first ``cfg.eval_tasks`` tasks of the eval split (shared out over
     processes); mean EM, F1, searches, turns and invalid-action rate."""
-    from searchgym.agents.llm_agent import PolicyAgent
+    from searchgym.agents.policies.agent import PolicyAgent
     from searchgym.agents.rollout import run_episodes
     from searchgym.generation import SamplingParams
 
@@ -155,7 +155,7 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
 def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) -> list[float]:
     """Supervised fine-tuning on ``cfg.warm_start_agent``'s episodes of training tasks, so that a
     small model knows the action protocol before RL; returns the per-step losses."""
-    from searchgym.agents.warm_start import oracle_trajectories, sft
+    from searchgym.agents.train.warm_start import oracle_trajectories, sft
 
     env = make_env(cfg, cfg.train_split)
     chosen, _ = split_warm_start(list(env.unwrapped.tasks), cfg)
@@ -229,7 +229,11 @@ def information_gains(
 ) -> list[list[float]]:
     """Per episode, the information gain of each turn but the last (IGPO): the rise of the
     policy's teacher-forced probability of the gold answer once that turn's result is shown."""
-    from searchgym.agents.info_gain import answer_tokens, batch_turn_answer_probabilities, information_gain
+    from searchgym.agents.train.info_gain import (
+        answer_tokens,
+        batch_turn_answer_probabilities,
+        information_gain,
+    )
 
     answers = [answer_tokens(tokenizer, protocol, ep.answers[0]) for ep in episodes]
     trajectories = [ep.trajectory for ep in episodes]

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from searchgym.agents.models import hub_progress
+from searchgym.agents.policies.models import hub_progress
 from searchgym.errors import ConfigError, DataNotFoundError
 
 logger = logging.getLogger(__name__)

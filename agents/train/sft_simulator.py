@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.agents.models import DEFAULT_MODEL, resolve_model
+from searchgym.agents.policies.models import DEFAULT_MODEL, resolve_model
 from searchgym.errors import ConfigError
 from searchgym.retrievers.base import Doc, Retriever, SearchContext
 from searchgym.retrievers.simulated import format_documents, simulator_messages

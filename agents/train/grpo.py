@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import torch
 
-from searchgym.agents.scoring import target_logits
+from searchgym.agents.train.scoring import target_logits
 from searchgym.envs.registry import check_rewards
 from searchgym.errors import ConfigError
 
@@ -110,7 +110,7 @@ class GRPOConfig:
     warm_start_episodes: int = 0
     """Episodes of ``warm_start_agent`` to fine-tune on first (0: no warm start)."""
     warm_start_agent: str = "oracle"
-    """The scripted agent whose episodes the warm start imitates (a name in `AGENTS`)."""
+    """The scripted agent whose episodes the warm start imitates (a registered name or ``module:attr``)."""
     warm_start_epochs: int = 1
     warm_start_lr: float = 5e-5
     warm_start_batch_size: int = 8
@@ -175,13 +175,15 @@ class GRPOConfig:
                 "kl_coef, info_gain, lr, eval_tasks, eval_every and warm_start_episodes must be >= 0"
             )
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
-        from searchgym.agents.registry import AGENTS
+        from searchgym.agents.registry import is_policy_agent
+        from searchgym.registry import AGENTS
 
-        if self.warm_start_agent not in AGENTS:
+        if is_policy_agent(self.warm_start_agent):
             raise ConfigError(
-                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS)}), "
+                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS.names())}, or 'module:attr'), "
                 f"got {self.warm_start_agent!r}"
             )
+        AGENTS.spec(self.warm_start_agent)  # an unknown name fails here, suggesting the closest
 
     @property
     def info_gain_weight(self) -> float:
@@ -467,9 +469,9 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
-    from searchgym.agents import train_episodes as episodes
-    from searchgym.agents.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-    from searchgym.agents.train_log import MetricsLog
+    from searchgym.agents.train import episodes
+    from searchgym.agents.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+    from searchgym.agents.train.metrics_log import MetricsLog
 
     start_time = time.perf_counter()
     run_dir = Path(cfg.run_dir)
@@ -580,7 +582,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
 def _reference_model(model: torch.nn.Module, run_dir: Path, start_step: int) -> torch.nn.Module:
     """The frozen policy GRPO started from, after any warm start, that the KL term anchors to:
     ``model`` itself at step 0, the step-0 checkpoint (never pruned) when resuming later."""
-    from searchgym.agents.checkpoint import checkpoint_dir, load_weights
+    from searchgym.agents.train.checkpoint import checkpoint_dir, load_weights
 
     reference = copy.deepcopy(model).eval().requires_grad_(False)
     if start_step > 0:

@@ -21,11 +21,11 @@ import gymnasium as gym
 import torch
 from tqdm.auto import tqdm
 
-from searchgym.agents.llm_agent import PolicyAgent, Trajectory
-from searchgym.agents.policy import Completion, Message, SamplingParams
-from searchgym.agents.registry import AGENTS, make_agent
+from searchgym.agents.policies.agent import PolicyAgent, Trajectory
+from searchgym.agents.policies.base import Completion, Message, SamplingParams
+from searchgym.agents.registry import is_policy_agent, make_agent
 from searchgym.agents.rollout import rollout
-from searchgym.agents.scoring import model_device, right_pad, token_logprobs
+from searchgym.agents.train.scoring import model_device, right_pad, token_logprobs
 from searchgym.errors import ConfigError, TrainingDiverged
 from searchgym.tasks.task import Task
 
@@ -83,12 +83,13 @@ def oracle_trajectories(
     inline: bool | None = None,
     seed: int = 0,
 ) -> list[Trajectory]:
-    """The token streams of scripted ``agent`` (a name of `AGENTS`) playing every task once, in
-    task order, as a `PolicyAgent` with ``tokenizer``'s chat template, ``system_prompt`` and
-    ``inline`` would record them; mask 1 on the actions. ``envs`` are environments or functions
-    that make one (those are closed after); task ``i`` is reset with seed ``seed + i``."""
-    if ":" in agent:
-        raise ConfigError(f"warm start records a scripted agent ({', '.join(AGENTS)}), not {agent!r}")
+    """The token streams of scripted ``agent`` (a registered name or ``module:attr``) playing
+    every task once, in task order, as a `PolicyAgent` with ``tokenizer``'s chat template,
+    ``system_prompt`` and ``inline`` would record them; mask 1 on the actions. ``envs`` are
+    environments or functions that make one (those are closed after); task ``i`` is reset with
+    seed ``seed + i``."""
+    if is_policy_agent(agent):
+        raise ConfigError(f"warm start records a scripted agent (see searchgym.list_agents()), not {agent!r}")
     if not envs:
         raise ConfigError("oracle_trajectories needs at least one env")
     # make_agent raises on an unknown name, suggesting the closest one

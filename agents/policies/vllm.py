@@ -29,20 +29,20 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from searchgym.agents.models import DEFAULT_MODEL, resolve_model
-from searchgym.agents.policy import (
+from searchgym.agents.policies.base import (
     Completion,
     SamplingParams,
     TokenizedPolicy,
     check_token_prompts,
 )
+from searchgym.agents.policies.models import DEFAULT_MODEL, resolve_model
 from searchgym.errors import PolicyError, import_optional
 from searchgym.generation import request_seed  # the same per-request seeds as OpenAIPolicy
 
 
 class VLLMPolicy(TokenizedPolicy):
     """Generate with ``vllm.LLM`` (``model`` is a hub id, a local directory, or the alias
-    ``smollm2-135m-instruct``; see `searchgym.agents.models`). ``llm_kwargs`` go to ``vllm.LLM``
+    ``smollm2-135m-instruct``; see `searchgym.agents.policies.models`). ``llm_kwargs`` go to ``vllm.LLM``
     unchanged (and override the defaults set here)."""
 
     def __init__(

@@ -1,0 +1,1 @@
+"""Scripted agents: baselines (oracle, heuristic, random), planners and the web oracle."""
