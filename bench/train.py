@@ -141,7 +141,8 @@ def prepare_model(name: str | None, directory: Path) -> str:
 
 
 def bench_searchgym(model_dir: str, s: Settings, work_dir: Path) -> dict[str, Any]:
-    from searchgym.agents.train.grpo import GRPOConfig, train
+    from searchgym.agents.train.config import GRPOConfig
+    from searchgym.agents.train.grpo import train
     from searchgym.agents.train.metrics_log import read_metrics
 
     steps = s.warmup + s.steps

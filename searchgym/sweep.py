@@ -278,7 +278,8 @@ def train_sweep(
     `evaluate_sweep` does, with each agent's ``trained_at`` weight and run directory."""
     from searchgym.agents.policies.base import SamplingParams
     from searchgym.agents.train.checkpoint import latest_checkpoint
-    from searchgym.agents.train.grpo import load_config, train
+    from searchgym.agents.train.config import load_config
+    from searchgym.agents.train.grpo import train
 
     base = load_config(config, [*overrides, *([] if progress else ["progress=false"])])
     out = Path(out) if out is not None else Path(base.run_dir)

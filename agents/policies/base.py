@@ -31,7 +31,9 @@ __all__ = [
     "TokenizedPolicy",
     "SamplingParams",
     "TextGenerator",
+    "TrainablePolicy",
     "check_conversations",
+    "check_trainable",
 ]
 
 
@@ -48,6 +50,35 @@ class Policy(Protocol):
     def chat(self, conversations: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
         """Complete conversations (``[{"role": ..., "content": ...}, ...]``) as the assistant."""
         ...
+
+
+@runtime_checkable
+class TrainablePolicy(Policy, Protocol):
+    """A `Policy` that GRPO can train: its ``generate`` records the sampled tokens' log-probs,
+    ``model`` is the torch module those log-probs come from (the trainer updates it in place),
+    ``tokenizer`` is a transformers tokenizer with a chat template, and ``reseed`` restarts the
+    sampling seeds (see `TokenizedPolicy.reseed`)."""
+
+    model: Any
+    tokenizer: Any
+
+    def reseed(self, seed: int) -> None: ...
+
+
+def check_trainable(policy: object, backend: str) -> TrainablePolicy:
+    """``policy`` if GRPO can train it, else a `ConfigError` that says what it lacks."""
+    import torch
+
+    missing = [a for a in ("model", "tokenizer") if getattr(policy, a, None) is None]
+    missing += [m for m in ("generate", "chat", "reseed") if not callable(getattr(policy, m, None))]
+    if not missing and not isinstance(policy.model, torch.nn.Module):  # type: ignore[attr-defined]
+        missing.append("model as a torch.nn.Module")
+    if missing:
+        raise ConfigError(
+            f"policy backend {backend!r} gave a {type(policy).__name__}, which GRPO cannot train: it lacks "
+            f"{', '.join(missing)} (see searchgym.agents.policies.base.TrainablePolicy; 'hf' is one)"
+        )
+    return policy  # type: ignore[return-value]
 
 
 class TokenizedPolicy:

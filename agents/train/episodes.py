@@ -1,7 +1,6 @@
-"""The episodes of GRPO training: which tasks a step plays, playing them in groups, scoring them
-into loss samples (rewards, information gain, advantages), greedy evaluation, the oracle warm
-start, and the policies that generate them. `searchgym.agents.train.grpo`
-calls these; ``cfg`` is its `GRPOConfig`."""
+"""The episodes of GRPO training: the policies that generate them, which tasks a step plays,
+playing them in groups, greedy evaluation and the scripted warm start.
+`searchgym.agents.train.grpo` calls these; ``cfg`` is its `GRPOConfig`."""
 
 from __future__ import annotations
 
@@ -10,26 +9,21 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from searchgym.agents.train.grpo import (
-    Sample,
-    degenerate_groups,
-    group_advantages,
-    igpo_advantages,
-    stratified_advantages,
-)
 from searchgym.errors import ConfigError
 
 if TYPE_CHECKING:
-    from searchgym.agents.train.grpo import GRPOConfig
+    from searchgym.agents.train.config import GRPOConfig
 
 
 def load_policies(cfg: GRPOConfig, device: torch.device):
-    """The trainable `HFPolicy` and the policy that plays episodes (itself, or a vLLM engine)."""
-    from searchgym.agents.policies.hf import HFPolicy
+    """The trainable policy (``cfg.policy``'s backend loading ``cfg.model``) and the policy that
+    plays episodes (itself, or a vLLM engine)."""
+    from searchgym.agents.policies.base import check_trainable
+    from searchgym.registry import POLICIES
 
-    policy = HFPolicy(
-        cfg.model, device=str(device), dtype="float32", seed=cfg.seed, show_progress=cfg.progress
-    )
+    load = POLICIES.resolve(cfg.policy)
+    policy = load(cfg.model, device=str(device), dtype="float32", seed=cfg.seed, show_progress=cfg.progress)
+    check_trainable(policy, cfg.policy)
     if cfg.rollout_engine == "hf":
         return policy, policy
     from searchgym.agents.policies.vllm import VLLMPolicy
@@ -171,86 +165,4 @@ def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) ->
         batch_size=cfg.warm_start_batch_size,
         seed=cfg.seed,
         progress=cfg.progress,
-    )
-
-
-def score_groups(groups: list[list[Any]], cfg: GRPOConfig, model: Any, tokenizer: Any, protocol: Any):
-    """Rewards, advantages and the loss samples of a step's episodes, with the rollout metrics."""
-    flat = [ep for group in groups for ep in group]
-    rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
-    gains = information_gains(flat, model, tokenizer, protocol) if cfg.info_gain_weight else None
-    if gains is not None and cfg.advantage != "igpo":
-        rewards = rewards + cfg.info_gain_weight * torch.tensor([sum(g) for g in gains]).view_as(rewards)
-    if cfg.advantage == "igpo":
-        turn_rewards, i = [], 0
-        for group in groups:
-            turn_rewards.append(
-                [
-                    [cfg.info_gain_weight * g for g in gains[i + j]] + [ep.total_reward]
-                    for j, ep in enumerate(group)
-                ]
-            )
-            i += len(group)
-        per_turn = [a for group in igpo_advantages(turn_rewards, gamma=cfg.igpo_gamma) for a in group]
-    else:
-        if cfg.advantage == "stratified":
-            strata = torch.tensor([[ep.n_searches for ep in group] for group in groups])
-            adv = stratified_advantages(rewards, strata, alpha=cfg.stratified_alpha)
-        else:
-            adv = group_advantages(rewards, scale=cfg.advantage == "grpo")
-        per_turn = [[float(a)] * max(ep.n_turns, 1) for a, ep in zip(adv.flatten(), flat)]
-    samples = [to_sample(ep.trajectory, turn_adv) for ep, turn_adv in zip(flat, per_turn)]
-    components = {
-        name: [ep.reward_components.get(name, 0.0) for ep in flat] for name in ("outcome", "format", "cost")
-    }
-    metrics = {
-        "reward/total": float(rewards.mean()),
-        **{f"reward/{name}": mean(values) for name, values in components.items()},
-        "rollout/em": mean([ep.em for ep in flat]),
-        "rollout/f1": mean([ep.f1 for ep in flat]),
-        "rollout/searches": mean([ep.n_searches for ep in flat]),
-        "rollout/turns": mean([ep.n_turns for ep in flat]),
-        "rollout/invalid_rate": sum(ep.n_invalid for ep in flat) / max(sum(ep.n_turns for ep in flat), 1),
-        "rollout/truncated": mean([ep.truncated for ep in flat]),
-        "rollout/response_tokens": mean([sum(s.mask) for s in samples]),
-        "rollout/degenerate_groups": float(degenerate_groups(rewards).double().mean()),
-    }
-    if gains is not None:
-        metrics["reward/info_gain"] = mean([sum(g) for g in gains])
-    return samples, metrics
-
-
-def mean(values: Sequence[float]) -> float:
-    return float(sum(values) / len(values)) if values else 0.0
-
-
-def information_gains(
-    episodes: Sequence[Any], model: Any, tokenizer: Any, protocol: Any
-) -> list[list[float]]:
-    """Per episode, the information gain of each turn but the last (IGPO): the rise of the
-    policy's teacher-forced probability of the gold answer once that turn's result is shown."""
-    from searchgym.agents.train.info_gain import (
-        answer_tokens,
-        batch_turn_answer_probabilities,
-        information_gain,
-    )
-
-    answers = [answer_tokens(tokenizer, protocol, ep.answers[0]) for ep in episodes]
-    trajectories = [ep.trajectory for ep in episodes]
-    return [information_gain(p) for p in batch_turn_answer_probabilities(model, trajectories, answers)]
-
-
-def to_sample(trajectory: Any, turn_advantages: Sequence[float]) -> Sample:
-    """The loss sample of one episode: every token of turn t gets that turn's advantage."""
-    advantages = [0.0] * len(trajectory.ids)
-    starts = list(trajectory.turn_starts) + [len(trajectory.ids)]
-    for t, value in enumerate(turn_advantages[: len(trajectory.turn_ends)]):
-        for i in range(starts[t], starts[t + 1]):
-            advantages[i] = value
-    return Sample(
-        trajectory.prompt_ids + trajectory.ids,
-        len(trajectory.prompt_ids),
-        list(trajectory.mask),
-        list(trajectory.logprobs),
-        advantages,
     )

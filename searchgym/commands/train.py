@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.agents.train.grpo import load_config, train
+    from searchgym.agents.train.config import load_config
+    from searchgym.agents.train.grpo import train
     from searchgym.agents.train.metrics_log import read_metrics
     from searchgym.plots import plot_training_curves
 

@@ -12,7 +12,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from searchgym.agents.policies.models import random_llama, resolve_tokenizer
-from searchgym.agents.train.grpo import GRPOConfig, train
+from searchgym.agents.train.config import GRPOConfig
+from searchgym.agents.train.grpo import train
 from searchgym.agents.train.metrics_log import read_metrics
 
 pytestmark = pytest.mark.slow

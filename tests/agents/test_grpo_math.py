@@ -5,19 +5,20 @@ import math
 import pytest
 import torch
 
-from searchgym.agents.train.grpo import (
-    GRPOConfig,
+from searchgym.agents.train.advantages import (
+    degenerate_groups,
+    group_advantages,
+    igpo_advantages,
+    stratified_advantages,
+)
+from searchgym.agents.train.config import GRPOConfig, load_config
+from searchgym.agents.train.loss import (
     LossNorm,
     Sample,
     aggregate,
     collate,
-    degenerate_groups,
-    group_advantages,
-    igpo_advantages,
     kl_k3,
-    load_config,
     policy_loss,
-    stratified_advantages,
     token_logprobs,
 )
 from searchgym.errors import ConfigError

@@ -35,7 +35,7 @@ def test_a_killed_run_resumes_to_the_same_parameters(tiny_llama_dir, tmp_path, m
     train(tiny_config(tiny_llama_dir, whole, steps=3, checkpoint_every=2, eval_tasks=0))
 
     killed = tmp_path / "killed"
-    real_update, calls = grpo._update, []
+    real_update, calls = grpo.update, []
 
     def dies_in_step_three(*args, **kwargs):
         calls.append(1)
@@ -43,10 +43,10 @@ def test_a_killed_run_resumes_to_the_same_parameters(tiny_llama_dir, tmp_path, m
             raise KeyboardInterrupt  # killed mid-step, after the checkpoint of step 2
         return real_update(*args, **kwargs)
 
-    monkeypatch.setattr(grpo, "_update", dies_in_step_three)
+    monkeypatch.setattr(grpo, "update", dies_in_step_three)
     with pytest.raises(KeyboardInterrupt):
         train(tiny_config(tiny_llama_dir, killed, steps=3, checkpoint_every=2, eval_tasks=0))
-    monkeypatch.setattr(grpo, "_update", real_update)
+    monkeypatch.setattr(grpo, "update", real_update)
     summary = train(
         tiny_config(tiny_llama_dir, killed, steps=3, checkpoint_every=2, eval_tasks=0, resume=True)
     )
@@ -79,7 +79,7 @@ def test_the_kl_reference_is_the_warm_started_policy_also_after_a_resume(
     assert sorted(p.name for p in (whole / "checkpoints").iterdir()) == ["step-000000", "step-000002"]
 
     killed = tmp_path / "killed"
-    real_update, calls = grpo._update, []
+    real_update, calls = grpo.update, []
 
     def dies_in_step_two(*args, **kwargs):
         calls.append(1)
@@ -87,10 +87,10 @@ def test_the_kl_reference_is_the_warm_started_policy_also_after_a_resume(
             raise KeyboardInterrupt
         return real_update(*args, **kwargs)
 
-    monkeypatch.setattr(grpo, "_update", dies_in_step_two)
+    monkeypatch.setattr(grpo, "update", dies_in_step_two)
     with pytest.raises(KeyboardInterrupt):
         train(config(killed))
-    monkeypatch.setattr(grpo, "_update", real_update)
+    monkeypatch.setattr(grpo, "update", real_update)
     assert train(config(killed, resume=True))["resumed_from"] == 1  # the reference: step 0 on disk
     a, b = weights(whole, 2), weights(killed, 2)
     assert all(torch.equal(a[k], b[k]) for k in a)

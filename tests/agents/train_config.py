@@ -4,7 +4,7 @@
 import torch
 from safetensors.torch import load_file
 
-from searchgym.agents.train.grpo import GRPOConfig
+from searchgym.agents.train.config import GRPOConfig
 
 
 def tiny_config(model_dir, run_dir, **overrides) -> GRPOConfig:

@@ -1,0 +1,211 @@
+"""`GRPOConfig`: everything `searchgym.agents.train.grpo.train` needs, read from YAML by `load_config`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from searchgym.envs.registry import check_rewards
+from searchgym.errors import ConfigError
+
+Advantage = Literal["grpo", "dr_grpo", "stratified", "igpo"]
+Aggregation = Literal["token_mean", "grpo", "dr_grpo"]
+RolloutEngine = Literal["hf", "vllm"]
+
+
+@dataclass
+class GRPOConfig:
+    """Everything `train` needs; `load_config` reads it from YAML (unknown keys are an error)."""
+
+    # -- what to train, where
+    model: str = "smollm2-135m-instruct"
+    """Policy to start from: the offline alias, a hub id or a local directory."""
+    policy: str = "hf"
+    """The policy backend that loads ``model`` for training (a name in ``searchgym.list_policies()``
+    or ``module:attr``): any `TrainablePolicy`, called as ``(model, device=, dtype=, seed=,
+    show_progress=)``."""
+    env: str = "searchgym/FictionalQA-BM25-v0"
+    """Registered env id; it must accept ``split`` (train on ``train_split``, evaluate on ``eval_split``)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments of the env factory (e.g. ``hops: [2]``, ``n_passages``)."""
+    train_split: str = "train"
+    eval_split: str = "dev"
+    run_dir: str = "runs/grpo"
+    """Checkpoints, metrics.jsonl, TensorBoard logs and plots go here."""
+    seed: int = 0
+
+    # -- rollout
+    steps: int = 100
+    """Optimizer steps of GRPO (each on one rollout batch)."""
+    tasks_per_step: int = 4
+    """Tasks per step (summed over processes under `accelerate launch`)."""
+    group_size: int = 8
+    """Episodes per task (G); advantages compare episodes within a group."""
+    max_turns: int = 4
+    max_new_tokens: int = 128
+    """Tokens the policy may write per turn."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    rollout_engine: RolloutEngine = "hf"
+    """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
+
+    # -- rewards (the env's components, plus information gain computed here)
+    rewards: dict[str, Any] = field(default_factory=dict)
+    """The env's `RewardWeights`: outcome_metric, outcome, format, per_search, per_1k_obs_tokens,
+    cost_only_if_correct."""
+    info_gain: float = 0.0
+    """Weight of the information-gain reward (IGPO); with ``advantage: igpo`` it is at least 1."""
+
+    # -- advantages and loss
+    advantage: Advantage = "grpo"
+    """grpo (group z-score), dr_grpo (no std), stratified (within equal search counts, blended with
+    grpo), igpo (turn-level: information gain per turn, outcome at the end)."""
+    stratified_alpha: float = 0.5
+    """Stratified: weight of the within-stratum advantage against the group one."""
+    igpo_gamma: float = 1.0
+    """IGPO: discount of later turns' rewards."""
+    loss_aggregation: Aggregation = "token_mean"
+    """token_mean (every policy token weighs the same, DAPO), grpo (mean per episode, then over
+    episodes), dr_grpo (sum over tokens / (episodes x max_turns x max_new_tokens))."""
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the policy GRPO starts from, after the warm start (0: no reference
+    model is kept)."""
+    updates_per_step: int = 1
+    """Optimizer steps on each rollout batch (mu); above 1 the importance ratio departs from 1."""
+
+    # -- optimisation
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 4
+    """Episodes per forward/backward; gradients accumulate over the step's whole batch."""
+    bf16: bool | None = None
+    """bfloat16 autocast; None: where the GPU supports it (never on CPU)."""
+
+    # -- warm start: SFT on the oracle agent's episodes before GRPO
+    warm_start_episodes: int = 0
+    """Episodes of ``warm_start_agent`` to fine-tune on first (0: no warm start)."""
+    warm_start_agent: str = "oracle"
+    """The scripted agent whose episodes the warm start imitates (a registered name or ``module:attr``)."""
+    warm_start_epochs: int = 1
+    warm_start_lr: float = 5e-5
+    warm_start_batch_size: int = 8
+
+    # -- evaluation, checkpoints, logging
+    eval_tasks: int = 64
+    """Dev tasks evaluated greedily before and after training, and before the warm start when
+    there is one (0: none)."""
+    eval_every: int = 0
+    """Also evaluate every this many steps (0: only before and after)."""
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+    """The newest checkpoints kept; step 0 (the start of GRPO, the KL reference) is kept besides."""
+    resume: bool = False
+    """Continue from the newest checkpoint in ``run_dir``."""
+    tensorboard: bool | None = None
+    """None: log to TensorBoard when it is installed."""
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        _check_choice("advantage", self.advantage, Advantage)
+        _check_choice("loss_aggregation", self.loss_aggregation, Aggregation)
+        _check_choice("rollout_engine", self.rollout_engine, RolloutEngine)
+        if self.group_size < 2:
+            raise ConfigError(
+                f"group_size must be >= 2 (GRPO compares episodes of a task), got {self.group_size}"
+            )
+        for name in (
+            "steps",
+            "tasks_per_step",
+            "max_turns",
+            "max_new_tokens",
+            "micro_batch_size",
+            "updates_per_step",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "warm_start_epochs",
+            "warm_start_batch_size",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0: GRPO needs sampled episodes, got {self.temperature}")
+        if not 0 <= self.clip_low < 1 or self.clip_high < 0:
+            raise ConfigError(
+                f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}"
+            )
+        if not 0 <= self.stratified_alpha <= 1 or not 0 < self.igpo_gamma <= 1:
+            raise ConfigError("stratified_alpha must be in [0, 1] and igpo_gamma in (0, 1]")
+        if (
+            min(
+                self.kl_coef,
+                self.info_gain,
+                self.lr,
+                self.eval_tasks,
+                self.eval_every,
+                self.warm_start_episodes,
+            )
+            < 0
+        ):
+            raise ConfigError(
+                "kl_coef, info_gain, lr, eval_tasks, eval_every and warm_start_episodes must be >= 0"
+            )
+        check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
+        from searchgym.agents.registry import is_policy_agent
+        from searchgym.registry import AGENTS
+
+        if is_policy_agent(self.warm_start_agent):
+            raise ConfigError(
+                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS.names())}, or 'module:attr'), "
+                f"got {self.warm_start_agent!r}"
+            )
+        AGENTS.spec(self.warm_start_agent)  # an unknown name fails here, suggesting the closest
+
+    @property
+    def info_gain_weight(self) -> float:
+        return max(self.info_gain, 1.0) if self.advantage == "igpo" else self.info_gain
+
+
+def _check_choice(name: str, value: Any, choices: Any) -> None:
+    allowed = choices.__args__
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> GRPOConfig:
+    """A `GRPOConfig` from a YAML file and ``key=value`` overrides (values parsed as YAML).
+
+    >>> load_config(None, ["steps=3", "rewards={per_search: 0.1}"]).rewards
+    {'per_search': 0.1}
+    """
+    import yaml
+
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path} must hold a mapping of config keys, got {type(values).__name__}")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"overrides look like key=value, got {item!r}")
+        values[key.strip()] = yaml.safe_load(raw)
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        import difflib
+
+        hints = [
+            f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, known, 1)) else k
+            for k in unknown
+        ]
+        raise ConfigError(f"unknown config key(s): {', '.join(hints)}")
+    return GRPOConfig(**values)
