@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from searchgym.agents.base import Agent
+from searchgym.envs.contract import check_reset_info, check_step_info
 from searchgym.tasks.task import Task
 
 
@@ -90,6 +91,7 @@ class _Slot:
     def start(self, index: int, task: Task, seed: int) -> None:
         self.index = index
         self.observation, info = self.env.reset(seed=seed, options={"task": task})
+        check_reset_info(info, self.env)
         self.agent.reset(info)
         self.episode = Episode(
             task.id, task.question, list(task.answers), dict(task.metadata), evidence=list(task.evidence)
@@ -100,6 +102,7 @@ class _Slot:
         ep = self.episode
         assert ep is not None
         self.observation, reward, terminated, truncated, info = self.env.step(action)
+        check_step_info(info, self.env)
         ep.turns.append(
             Turn(
                 action,

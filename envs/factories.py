@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
 from searchgym.envs.backends import file_corpus, make_retriever, world_corpus
 from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.rubric import with_rubric
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.self_search import SelfSearchEnv
 from searchgym.envs.simulated import SimulatedSearchEnv
@@ -46,11 +49,63 @@ def search_env(
     max_turns: int = 8,
     rewards: RewardWeights | dict[str, Any] | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """A `SearchEnv` under a `TurnLimit`. ``options`` are SearchEnv's: ``protocol`` ("tags" or
     "tool_calls"), ``top_k`` (3) and ``max_obs_tokens`` (512)."""
     check_options(options)
-    return TurnLimit(SearchEnv(tasks, retriever, rewards=reward_weights(rewards), **options), max_turns)
+    env = SearchEnv(tasks, retriever, rewards=reward_weights(rewards), **options)
+    return with_rubric(TurnLimit(env, max_turns))
+
+
+def qa_env(
+    tasks: Sequence[Any] | Mapping[str, Sequence[Any]],
+    retriever: Retriever,
+    *,
+    split: str | None = None,
+    max_turns: int = 8,
+    rewards: RewardWeights | dict[str, Any] | None = None,
+    **options: Any,
+) -> gym.Env:
+    """A `SearchEnv` over a user's ``tasks`` and ``retriever`` (what ``searchgym.register(id,
+    tasks=..., retriever=...)`` builds). ``tasks`` are `Task`, ``{"question", "answers", ...}`` or
+    ``(question, answers)`` items, or a mapping of such lists by split (``split`` picks one;
+    default ``dev`` or the first; a plain list serves every split). ``options`` go to `search_env`."""
+    if isinstance(tasks, Mapping):
+        if split is None:
+            split = "dev" if "dev" in tasks else next(iter(tasks), "")
+        if split not in tasks:
+            raise ConfigError(f"no split {split!r} among this env's tasks; its splits are {sorted(tasks)}")
+        tasks = tasks[split]
+    return search_env(as_tasks(tasks), retriever, max_turns=max_turns, rewards=rewards, **options)
+
+
+def as_tasks(items: Sequence[Any]) -> list[Task]:
+    """`Task` objects from tasks, ``{"question", "answers", "id"?, "evidence"?, "metadata"?}``
+    mappings or ``(question, answers)`` pairs; ``answers`` may be one string.
+
+    >>> as_tasks([("Capital of France?", "Paris")])[0].answers
+    ('Paris',)
+    """
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, Task):
+            out.append(item)
+            continue
+        if isinstance(item, Mapping) and {"question", "answers"} <= set(item):
+            row = dict(item)
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            row = {"question": item[0], "answers": item[1]}
+        else:
+            raise ConfigError(
+                f"task {i} is {item!r}: give a Task, a dict with 'question' and 'answers', or a "
+                "(question, answers) pair"
+            )
+        answers = row["answers"]
+        row["answers"] = [answers] if isinstance(answers, str) else list(answers)
+        out.append(Task.from_dict({"id": f"task-{i}", **row}))
+    if not out:
+        raise ConfigError("an env needs at least one task")
+    return out
 
 
 def check_options(options: dict[str, Any]) -> None:
@@ -75,7 +130,7 @@ def fictional_qa(
     cache_dir: str | Path | None = None,
     show_progress: bool | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """Questions about the generated world, searched over its corpus with ``backend`` (see
     `searchgym.envs.backends.make_retriever` for ``encoder``, ``reranker``, ``cache_dir`` and
     ``show_progress``); ``options`` go to `search_env`."""
@@ -100,12 +155,12 @@ def fictional_self_search(
     hops: int | list[int] | None = None,
     max_turns: int = 8,
     rewards: RewardWeights | dict[str, Any] | None = None,
-) -> TurnLimit:
+) -> gym.Env:
     """Questions about the generated world answered with self-search (SSRL, `SelfSearchEnv`):
     the same tasks as ``FictionalQA-BM25-v0``, which is the sim-to-real check."""
     tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
     weights = reward_weights(rewards) if rewards is not None else None
-    return TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns)
+    return with_rubric(TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns))
 
 
 def fictional_simulated(
@@ -123,7 +178,7 @@ def fictional_simulated(
     max_turns: int = 8,
     rewards: RewardWeights | dict[str, Any] | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """Questions about the generated world, searched through a search engine that ``generator``
     (any `TextGenerator`, e.g. a policy) simulates: `Simulated` with ``noise`` (a probability, or
     a `NoiseCurriculum` or a mapping of its fields, read at the step a trainer sets with
@@ -154,7 +209,7 @@ def fictional_simulated(
         namespace=namespace,
     )
     env = SimulatedSearchEnv(tasks, simulated, rewards=reward_weights(rewards), **options)
-    return TurnLimit(env, max_turns)
+    return with_rubric(TurnLimit(env, max_turns))
 
 
 def _known_fields(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
@@ -176,7 +231,7 @@ def mini_wiki(
     cache_dir: str | Path | None = None,
     show_progress: bool | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """Which subject a sentence masks, over 10,033 real Wikipedia lead paragraphs (`load_miniwiki`),
     searched over those paragraphs with ``backend`` (as in `fictional_qa`). The corpus is read from
     ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
@@ -205,7 +260,7 @@ def benchmark_qa(
     data_dir: str | Path | None = None,
     index_dir: str | Path | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """A real QA benchmark (Search-R1/FlashRAG files) searched with BM25 over a local index;
     ``options`` go to `search_env`.
 

@@ -6,6 +6,8 @@ import dataclasses
 import inspect
 from typing import Any
 
+import gymnasium as gym
+
 from searchgym.envs.backends import make_retriever, world_corpus
 from searchgym.envs.planner_env import (
     GENERATOR_PARAMS,
@@ -16,6 +18,7 @@ from searchgym.envs.planner_env import (
 )
 from searchgym.envs.reader import ExtractiveReader
 from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.rubric import with_rubric
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams, TextGenerator
 from searchgym.tasks.world import load_world
@@ -33,7 +36,7 @@ def fictional_planner(
     max_turns: int = 8,
     rewards: RewardWeights | dict[str, Any] | None = None,
     **options: Any,
-) -> PlannerTurnLimit:
+) -> gym.Env:
     """Questions about the generated world for a planner (`PlannerEnv`): it searches the world's
     corpus with ``backend`` (see `searchgym.envs.backends.make_retriever`) and finishes; then
     ``generator`` answers from what it found. ``generator`` is any `TextGenerator` (e.g. a policy:
@@ -68,7 +71,7 @@ def fictional_planner(
         generator_params=params,
         **options,
     )
-    return PlannerTurnLimit(env, max_turns)
+    return with_rubric(PlannerTurnLimit(env, max_turns))
 
 
 def _weights(rewards: RewardWeights | dict[str, Any] | None) -> PlannerRewards:

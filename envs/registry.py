@@ -7,7 +7,9 @@ Entry points are strings, so a backend's heavy imports happen only when its env 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -38,17 +40,75 @@ RETRIEVAL_BACKENDS = (
 )
 
 
-def register(id: str, entry_point: str | Callable[..., gym.Env], **kwargs: Any) -> None:
+def register(
+    id: str,
+    entry_point: str | Callable[..., gym.Env] | None = None,
+    *,
+    tasks: Any = None,
+    retriever: Any = None,
+    **kwargs: Any,
+) -> None:
     """Register an environment so that `make` (and ``gymnasium.make``) can build it.
 
-    ``id`` has the form ``namespace/Name-vN``; ``kwargs`` are passed to ``gymnasium.register``
-    (for example ``kwargs={...}`` for the entry point's default arguments).
+    ``id`` has the form ``namespace/Name-vN``. Either give ``tasks`` and ``retriever`` — a
+    question-answering `SearchEnv` over them (`searchgym.envs.factories.qa_env`: tasks as `Task`,
+    ``{"question", "answers"}`` or ``(question, answers)``, or a dict of those by split; any
+    object with ``search(query, k) -> list[Doc]``) — or an ``entry_point`` (a factory or
+    ``"module:attr"``) that returns any ``gymnasium.Env``. Every registered env takes
+    ``max_turns`` (default 8): a factory that does not is put under a `TurnLimit`. ``kwargs`` go to
+    ``gymnasium.register`` (e.g. ``kwargs={...}``, the entry point's default arguments).
+
+    >>> from searchgym.retrievers import BM25, Doc
+    >>> register("doc/Tiny-v0", tasks=[("Capital of France?", ["Paris"])],
+    ...          retriever=BM25.build([Doc("1", "Paris", "Paris is the capital of France.")]))
+    >>> make("doc/Tiny-v0").reset(seed=0)[1]["question"]
+    'Capital of France?'
     """
     if id in gym.registry:
         raise ConfigError(f"{id!r} is already registered; bump its version (-vN) to change it")
     if "/" not in id or not id.rsplit("-v", 1)[-1].isdigit():
         raise ConfigError(f"env ids look like 'namespace/Name-v0', got {id!r}")
+    if (entry_point is None) == (tasks is None and retriever is None):
+        raise ConfigError(
+            "register an env with tasks=... and retriever=... (a QA env over them), or with entry_point=... "
+            "(a factory returning a gymnasium.Env), not both"
+        )
+    if entry_point is None:
+        if tasks is None or retriever is None:
+            raise ConfigError("a QA env needs both tasks=... and retriever=...")
+        if not callable(getattr(retriever, "search", None)):
+            raise ConfigError(
+                f"retriever must have search(query, k) -> list[Doc], got {type(retriever).__name__}"
+            )
+        from searchgym.envs.factories import qa_env
+
+        entry_point = functools.partial(qa_env, tasks, retriever)
+    else:
+        entry_point = functools.partial(_user_env, entry_point)
     gym.register(id=id, entry_point=entry_point, **kwargs)
+
+
+def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **kwargs: Any) -> gym.Env:
+    """A user's factory, called with the keyword arguments it takes (a clear error for the others),
+    under a `TurnLimit` of ``max_turns`` unless it takes ``max_turns`` itself."""
+    from searchgym.envs.wrappers import TurnLimit
+    from searchgym.registry import load_entry_point
+
+    factory = load_entry_point(entry_point) if isinstance(entry_point, str) else entry_point
+    parameters = inspect.signature(factory).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    unknown = sorted(k for k in kwargs if k not in parameters and not takes_any)
+    if unknown:
+        raise ConfigError(
+            f"{getattr(factory, '__name__', factory)!r} takes no {', '.join(map(repr, unknown))}: add "
+            f"{'it' if len(unknown) == 1 else 'them'} to its parameters (searchgym train passes split, "
+            "max_turns and rewards; searchgym eval passes the -E options)"
+        )
+    if "max_turns" in parameters or takes_any:
+        return factory(max_turns=max_turns, **kwargs)
+    if max_turns < 1:
+        raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
+    return TurnLimit(factory(**kwargs), max_turns)
 
 
 def make(id: str, **kwargs: Any) -> gym.Env:

@@ -10,11 +10,12 @@ Per step, the env reports each component and their weighted sum:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from searchgym.errors import ConfigError
+from searchgym.registry import REWARDS
 from searchgym.tasks.metrics import cover_em, exact_match, f1
 
 OutcomeMetric = Literal["em", "f1", "cover_em"]
@@ -37,6 +38,9 @@ class RewardWeights:
     """Cost of 1,000 observation tokens shown to the agent (λ_tok)."""
     cost_only_if_correct: bool = False
     """Charge the cost only on an exactly correct answer (LightSearcher), at the answer step."""
+    terms: Mapping[str, float] = field(default_factory=dict)
+    """Episode reward terms ``{name: weight}``, scored when the episode ends (`searchgym.envs.rubric`):
+    ``name`` is a registered reward function (``searchgym.list_rewards()``) or ``module:attr``."""
 
     def __post_init__(self) -> None:
         if self.outcome_metric not in _METRICS:
@@ -46,6 +50,14 @@ class RewardWeights:
         for name in ("per_search", "per_1k_obs_tokens"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} is a cost and must be >= 0, got {getattr(self, name)}")
+        if not isinstance(self.terms, Mapping):
+            raise ConfigError(
+                f"terms maps reward names to weights, e.g. {{evidence_recall: 0.1}}; got {self.terms!r}"
+            )
+        for name, weight in self.terms.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+                raise ConfigError(f"the weight of reward term {name!r} must be a number, got {weight!r}")
+            REWARDS.spec(name)  # an unknown name fails here, suggesting the closest
 
 
 def outcome_reward(prediction: str, answers: Sequence[str], metric: OutcomeMetric = "em") -> float:

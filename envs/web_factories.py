@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urljoin
 
+import gymnasium as gym
+
 from searchgym.envs.factories import reward_weights
 from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.rubric import with_rubric
 from searchgym.envs.web_env import WebEnv
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
@@ -63,7 +66,7 @@ def fictional_web(
     rewards: RewardWeights | dict[str, Any] | None = None,
     show_progress: bool | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """Questions about the generated world, answered by browsing its site ("Fictopedia", see
     `searchgym.tasks.world.site`); ``options`` are `WebEnv`'s (``protocol``, ``top_k``,
     ``page_tokens``)."""
@@ -91,7 +94,7 @@ def mini_wiki_web(
     rewards: RewardWeights | dict[str, Any] | None = None,
     show_progress: bool | None = None,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """The mini-Wikipedia questions (`load_miniwiki`), answered by browsing the corpus as linked
     pages (`searchgym.tasks.miniwiki_site`); the corpus is read from ``data_dir`` as in
     `searchgym.envs.factories.mini_wiki`."""
@@ -122,7 +125,7 @@ def web_env(
     show_progress: bool | None = None,
     base_url: str = DEFAULT_BASE_URL,
     **options: Any,
-) -> TurnLimit:
+) -> gym.Env:
     """A `WebEnv` under a `TurnLimit` over the site written in ``site_dir`` (a folder with
     ``site.json``, see `searchgym.tasks.html_site`), at ``base_url`` when read from files."""
     _check(serve, options)
@@ -137,7 +140,7 @@ def web_env(
     searcher = _site_search(str(root), show_progress).rebased(base_url)
     evidence = {pid: urljoin(base_url, path) for pid, path in manifest["passages"].items()}
     env = WebEnv(tasks, searcher, source, rewards=reward_weights(rewards), evidence_urls=evidence, **options)
-    return TurnLimit(env, max_turns)
+    return with_rubric(TurnLimit(env, max_turns))
 
 
 def _check(serve: str, options: dict[str, Any]) -> None:

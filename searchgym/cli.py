@@ -21,12 +21,49 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"searchgym.commands.{name}").add_parser(sub)
+    for command in _leaves(parser):
+        command.add_argument(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import a module of yours first, which registers envs, agents, policies, retrievers or "
+            "rewards (repeatable; the current directory is searched too)",
+        )
     return parser
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers that run a command: the subcommands', and their own subcommands' (index build)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    return [leaf for action in subs for child in action.choices.values() for leaf in _leaves(child)]
+
+
+def import_user_modules(names: list[str]) -> None:
+    """Import ``names`` (after the installed plug-ins), so that what they register can be named."""
+    from searchgym.registry import load_plugins
+
+    load_plugins()
+    if names and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name.split(".")[0] and e.name != name:
+                raise  # the module itself failed to import something: its own bug
+            raise SearchGymError(
+                f"--import {name}: no module {e.name!r} in the current directory or on PYTHONPATH"
+            ) from e
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        import_user_modules(args.imports)
         return args.run(args)
     except SearchGymError as e:
         print(f"searchgym: error: {e}", file=sys.stderr)

@@ -50,3 +50,8 @@ class PolicyError(SearchGymError):
 class TrainingDiverged(SearchGymError, FloatingPointError):
     """The training loss or gradient became NaN or infinite; the weights were not updated and the
     last checkpoint is intact."""
+
+
+class EnvContractError(SearchGymError, TypeError):
+    """An environment does not report what searchgym's rollout and trainer read (a key of its
+    ``info``, its ``tasks`` or ``protocol``); the message names what is missing and how to add it."""

@@ -33,6 +33,7 @@ from searchgym.agents.train.advantages import (
 )
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.loss import LossNorm, Sample, collate, policy_loss, token_logprobs
+from searchgym.envs.contract import check_trainable_env
 from searchgym.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         episodes.make_env(cfg, cfg.train_split)
         for _ in range(episodes.per_process(cfg.tasks_per_step, accelerator) * cfg.group_size)
     ]
-    _, train_tasks = episodes.split_warm_start(list(envs[0].unwrapped.tasks), cfg)
+    _, train_tasks = episodes.split_warm_start(list(check_trainable_env(envs[0])), cfg)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8")

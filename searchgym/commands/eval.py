@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
     from searchgym.agents.policies.base import SamplingParams
+    from searchgym.envs.contract import check_trainable_env
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
 
@@ -75,10 +76,8 @@ def run(args: argparse.Namespace) -> int:
         make_agent(name, seed=args.seed, params=params)  # fail on a typo before any work
     make_kwargs = {**env_kwargs, **generator_kwargs(args.env, args.simulator, args.seed)}
     probe = make(args.env, **make_kwargs)
-    all_tasks = getattr(probe.unwrapped, "tasks", None)
+    all_tasks = check_trainable_env(probe)
     probe.close()
-    if not all_tasks:
-        raise SearchGymError(f"{args.env} exposes no `tasks`; searchgym eval needs a task set")
     n = min(args.n, len(all_tasks))
     picks = np.random.default_rng(args.seed).choice(len(all_tasks), size=n, replace=False)
     tasks = [all_tasks[int(i)] for i in sorted(picks)]

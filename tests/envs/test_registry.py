@@ -10,6 +10,7 @@ from test_simulated_env import ScriptedSimulator
 
 import searchgym
 from searchgym.envs import backends
+from searchgym.envs.contract import check_env_contract
 from searchgym.envs.registry import BENCHMARK_ENVS
 from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.retrievers import BM25
@@ -61,6 +62,13 @@ def test_env_checker_passes_for_every_registered_id(request, env_id, data_dir, t
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*different from the unwrapped.*")
         check_env(env.unwrapped)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", searchgym.list_ids())
+def test_every_registered_id_keeps_the_contract_the_rollout_reads(request, env_id, data_dir, tmp_path):
+    env = searchgym.make(env_id, **small_kwargs(request, env_id, tmp_path))
+    check_env_contract(env)  # tasks, protocol, ResetInfo, StepInfo (and AnswerInfo where it answers)
     env.close()
 
 
