@@ -1,0 +1,121 @@
+"""User code without editing searchgym: a real plug-in package, installed with pip into the test's
+own directory, registers an env, an agent and a reward through the ``searchgym.plugins``
+entry-point group; ``--agent module:attr`` and ``--import MODULE`` name a user's own module."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PLUGIN = '''
+import re
+
+import searchgym
+from searchgym.retrievers import BM25, Doc
+
+DOCS = [Doc("d1", "Ada Lovelace", "Ada Lovelace published the first program in 1843."),
+        Doc("d2", "Alan Turing", "Alan Turing described his machine in 1936.")]
+
+
+class YearAgent:
+    """Searches the question once, then answers the first year in the results."""
+
+    def reset(self, info):
+        self.question, self.searched = info["question"], False
+
+    def act(self, observation):
+        if not self.searched:
+            self.searched = True
+            return f"<search> {self.question} </search>"
+        return "<answer> " + re.findall(r"\\b1\\d{3}\\b", observation)[0] + " </answer>"
+
+
+def register():
+    searchgym.register("plugdemo/History-v0", retriever=BM25.build(DOCS),
+                       tasks=[("When did Ada Lovelace publish the first program?", "1843"),
+                              ("When did Alan Turing describe his machine?", "1936")])
+    searchgym.register_agent("plugdemo-years", YearAgent)
+    searchgym.register_reward("plugdemo-short", lambda episode: float(len(episode.prediction or "") <= 4))
+'''
+
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=69"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "searchgym-plugdemo"
+version = "0.1"
+
+[project.entry-points."searchgym.plugins"]
+plugdemo = "searchgym_plugdemo:register"
+"""
+
+
+MYLAB = """
+import searchgym
+from searchgym.retrievers import BM25
+from searchgym_plugdemo import DOCS
+
+TURING = ("When did Alan Turing describe his machine?", "1936")
+searchgym.register("mylab/Turing-v0", tasks=[TURING], retriever=BM25.build(DOCS))
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The plug-in, pip-installed into a directory of its own (put on PYTHONPATH by `run`)."""
+    root = tmp_path_factory.mktemp("plugin")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "pyproject.toml").write_text(PYPROJECT)
+    (root / "pkg" / "searchgym_plugdemo.py").write_text(textwrap.dedent(PLUGIN))
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+               "--no-index", "--target", str(root / "site"), str(root / "pkg")]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    assert list((root / "site").glob("searchgym_plugdemo-0.1.dist-info/entry_points.txt"))
+    return root / "site"
+
+
+def run(args, pythonpath, cwd):
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    return subprocess.run([sys.executable, "-m", "searchgym.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)  # fmt: skip
+
+
+def test_an_installed_plugin_registers_its_env_agent_and_reward(site, tmp_path):
+    listed = run(["list", "--all"], site, tmp_path)
+    assert "plugdemo/History-v0" in listed.stdout.split(), listed.stderr
+    assert "plugdemo-years" in run(["list", "agents"], site, tmp_path).stdout.split()
+    args = [
+        "eval",
+        "--env",
+        "plugdemo/History-v0",
+        "--agent",
+        "plugdemo-years",
+        "--n",
+        "2",
+        "--json",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "o"),
+        "-E",
+        "rewards={terms: {plugdemo-short: 1}}",
+    ]
+    result = run(args, site, tmp_path)
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads(result.stdout)["agents"]["plugdemo-years"]["all"]
+    assert metrics["em"] == 1.0 and metrics["searches"] == 1.0 and metrics["return"] == 2.0  # EM + short
+
+
+def test_an_agent_named_module_attr_and_an_env_from_import(site, tmp_path):
+    (tmp_path / "mylab.py").write_text(MYLAB)
+    args = ["eval", "--import", "mylab", "--env", "mylab/Turing-v0", "--n", "1", "--json", "--no-progress",
+            "--agent", "searchgym_plugdemo:YearAgent", "--out", str(tmp_path / "out")]  # fmt: skip
+    result = run(args, site, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["agents"]["searchgym_plugdemo:YearAgent"]["all"]["em"] == 1.0
+    missing = run(["eval", "--import", "mylabb", "--n", "1"], site, tmp_path)
+    assert missing.returncode == 2 and "--import mylabb: no module 'mylabb'" in missing.stderr
