@@ -1,5 +1,6 @@
 """The README's first lines are the two commands a new user runs; keep them true."""
 
+import json
 import os
 import re
 import shlex
@@ -60,3 +61,34 @@ def test_usage_example_runs(capsys):
     info = namespace["info"]
     assert namespace["terminated"] and info["n_searches"] == 1 and info["em"] in (0.0, 1.0)
     assert capsys.readouterr().out.startswith(info["prediction"])
+
+
+def readme_block(heading: str, language: str, index: int = 0) -> str:
+    """The ``index``-th ``language`` code block under the README heading ``heading``."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)[index]
+
+
+def test_your_own_env_agent_and_reward_run_as_written(tmp_path, tiny_llama_dir):
+    """The custom-env section verbatim: mylab.py, then its eval and train commands (train on the tiny
+    random Llama instead of SmolLM2, through the `--set model=PATH` the section names)."""
+    (tmp_path / "mylab.py").write_text(readme_block("Your own env, agent and reward", "python"))
+    exe = Path(sys.executable).parent / "searchgym"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    commands = readme_block("Your own env, agent and reward", "bash").replace("\\\n", " ").splitlines()
+    evaluate, train = (shlex.split(c) for c in commands)
+    result = subprocess.run([str(exe), *evaluate[1:], "--no-progress"], cwd=tmp_path, capture_output=True,
+                            text=True, env=env, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    [row] = [
+        line.split() for line in result.stdout.splitlines() if line.split()[:2] == ["mylab:YearAgent", "all"]
+    ]
+    assert float(row[3]) == 1.0  # EM: the agent's search finds every year
+    train += ["--set", f"model={tiny_llama_dir}", "--set", "max_new_tokens=16", "--no-progress"]
+    result = subprocess.run([str(exe), *train[1:]], cwd=tmp_path, capture_output=True, text=True, env=env,
+                            timeout=900)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "after GRPO" in result.stdout
+    metrics = [json.loads(line) for line in (tmp_path / "runs" / "mylab" / "metrics.jsonl").open()]
+    assert any("reward/short_answer" in row for row in metrics)  # the user's term, logged as a component

@@ -3,7 +3,6 @@ one run of a real SearchEnv with a random tiny Llama behind `HFPolicy`."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -328,16 +327,6 @@ def test_cache_is_shared_across_processes(tmp_path):
 
 
 # -- a real SearchEnv with a tiny model ----------------------------------------------------------
-def _tiny_llama(directory: Path) -> Path:
-    """The tiny random Llama of tests/agents/conftest.py (fixtures there do not reach this folder)."""
-    spec = importlib.util.spec_from_file_location(
-        "_agents_conftest", REPO / "tests" / "agents" / "conftest.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.make_tiny_llama_dir(directory)
-
-
 class Recording:
     """Wraps a generator and keeps the conversations it was asked to complete."""
 
@@ -349,13 +338,13 @@ class Recording:
         return self.inner.chat(conversations, params)
 
 
-def test_search_env_with_a_tiny_llama_simulator(tmp_path):
+def test_search_env_with_a_tiny_llama_simulator(tmp_path, tiny_llama_dir):
     from searchgym.agents.policies.hf import HFPolicy
     from searchgym.envs.factories import search_env
     from searchgym.tasks.world import load_world
 
     tasks = load_world(seed=0, n_passages=300).tasks("dev")
-    policy = Recording(HFPolicy(str(_tiny_llama(tmp_path / "tiny")), device="cpu"))
+    policy = Recording(HFPolicy(str(tiny_llama_dir), device="cpu"))
     sim = Simulated(policy, params=SamplingParams(max_new_tokens=24, temperature=0.0))
     env = search_env(tasks, sim)
     task = tasks[0]
