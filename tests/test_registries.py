@@ -21,9 +21,9 @@ class CountingAgent:
 
 def test_names_and_module_attr_both_resolve_and_unknown_names_suggest():
     registry = Registry("widget", "list_widgets()")
-    registry.register("counter", "test_registry:CountingAgent", kwargs={"step": 2})
+    registry.register("counter", "test_registries:CountingAgent", kwargs={"step": 2})
     assert registry.make("counter").step == 2
-    assert registry.resolve("test_registry:CountingAgent") is CountingAgent
+    assert registry.resolve("test_registries:CountingAgent") is CountingAgent
     with pytest.raises(
         ConfigError, match=r"unknown widget 'countr'. Did you mean 'counter'\? Known: counter \("
     ):
@@ -34,14 +34,14 @@ def test_names_and_module_attr_both_resolve_and_unknown_names_suggest():
     with pytest.raises(ConfigError, match="must be a callable or a 'module:attr' string"):
         registry.register("other", "not-an-entry-point")
     with pytest.raises(ConfigError, match="has no attribute 'CountingAgnt'.*Did you mean 'CountingAgent'"):
-        load_entry_point("test_registry:CountingAgnt")
+        load_entry_point("test_registries:CountingAgnt")
 
 
 def test_a_registered_agent_gets_the_seed_and_is_checked():
     searchgym.register_agent("test-counting", CountingAgent, step=3)
     agent = make_agent("test-counting", seed=7)
     assert (agent.seed, agent.step) == (7, 3) and "test-counting" in searchgym.list_agents()
-    assert make_agent("test_registry:CountingAgent").step == 1
+    assert make_agent("test_registries:CountingAgent").step == 1
     searchgym.register_agent("test-not-an-agent", lambda: object())
     with pytest.raises(ConfigError, match="has no reset and no act method"):
         make_agent("test-not-an-agent")
