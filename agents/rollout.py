@@ -15,6 +15,7 @@ import gymnasium as gym
 
 from searchgym.agents.base import Agent
 from searchgym.envs.contract import check_reset_info, check_step_info
+from searchgym.stats import bootstrap_ci
 from searchgym.tasks.task import Task
 
 
@@ -209,14 +210,21 @@ def run_episodes(
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean metrics over episodes (an unanswered episode scores 0)."""
+    """Mean metrics over episodes (an unanswered episode scores 0), with the 95 % bootstrap
+    interval of EM and F1 over the episodes' tasks (``em_low``, ``em_high``, ``f1_low``, ``f1_high``)."""
     if not episodes:
         raise ValueError("no episodes to summarize")
     turns = sum(ep.n_turns for ep in episodes)
     recalls = [ep.evidence_recall for ep in episodes if ep.evidence_recall is not None]
+    em_low, em_high = bootstrap_ci([ep.em for ep in episodes])
+    f1_low, f1_high = bootstrap_ci([ep.f1 for ep in episodes])
     return {
         "n": len(episodes),
         "em": fmean(ep.em for ep in episodes),
+        "em_low": em_low,
+        "em_high": em_high,
+        "f1_low": f1_low,
+        "f1_high": f1_high,
         "f1": fmean(ep.f1 for ep in episodes),
         "cover_em": fmean(ep.cover_em for ep in episodes),
         "searches": fmean(ep.n_searches for ep in episodes),

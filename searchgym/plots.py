@@ -59,9 +59,11 @@ def plot_training_curves(
 ) -> list[Path]:
     """``OUT_DIR/{namespace}.png`` per metric namespace (reward, loss, rollout, eval, then any
     other), a panel per metric: x = step, the raw values light and, on top, the mean of the last
-    ``window`` points (default: a tenth of the points, 1 to 50; fewer at the start). ``metrics`` are rows
-    ``{"step": s, "ns/name": value, ...}`` as `searchgym.agents.train.metrics_log.read_metrics` returns
-    them; non-finite values are left out. Returns the paths written.
+    ``window`` points (default: a tenth of the points, 1 to 50; fewer at the start); a metric ``m``
+    logged with ``m_low`` and ``m_high`` (an interval, e.g. ``eval/em``) gets them as a band.
+    ``metrics`` are rows ``{"step": s, "ns/name": value, ...}`` as
+    `searchgym.agents.train.metrics_log.read_metrics` returns them; non-finite values are left
+    out. Returns the paths written.
     """
     import matplotlib
 
@@ -85,7 +87,10 @@ def plot_training_curves(
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for namespace in order:
-        panels = series[namespace]
+        bands = {m[: -len("_low")] for m in series[namespace] if m.endswith("_low")}
+        bands = {m for m in bands if m in series[namespace] and f"{m}_high" in series[namespace]}
+        panels = {m: v for m, v in series[namespace].items() if m.removesuffix("_low").removesuffix("_high")
+                  not in bands or m in bands}  # fmt: skip
         cols = min(3, len(panels))
         rows = -(-len(panels) // cols)
         fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
@@ -96,6 +101,10 @@ def plot_training_curves(
             smooth = (sums[1:] - sums[starts]) / (np.arange(1, len(ys) + 1) - starts)  # the last w or fewer
             ax.plot(xs, ys, color="C0", alpha=0.3, linewidth=0.8, marker="." if len(xs) < 50 else None)
             ax.plot(xs, smooth, color="C0", linewidth=1.6)
+            if metric in bands:  # its 95 % interval, at the points where it was measured
+                (lx, low), (_, high) = series[namespace][f"{metric}_low"], series[namespace][f"{metric}_high"]
+                ax.fill_between(lx, low, high, color="C0", alpha=0.15, linewidth=0, label="95% interval")
+                ax.legend(fontsize=7, frameon=False)
             ax.set_title(f"{namespace}/{metric}" + (f"  (mean of last {w})" if w > 1 else ""), fontsize=9)
             ax.set_xlabel("step", fontsize=8)
             ax.tick_params(labelsize=7)

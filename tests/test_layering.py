@@ -16,7 +16,7 @@ PACKAGES = {
     "searchgym.retrievers": "retrievers",
     "searchgym.tasks": "tasks",
 }
-GROUND_FLOOR = ("errors", "files", "generation", "registry")
+GROUND_FLOOR = ("errors", "files", "generation", "registry", "stats")
 CLI = ("searchgym.cli", "searchgym.commands", "searchgym.sweep", "searchgym.plots")
 # module prefix -> module prefixes it must not import
 FORBIDDEN = {

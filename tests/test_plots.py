@@ -57,3 +57,14 @@ def test_curves_skip_non_finite_values(tmp_path):
     assert plot_training_curves(rows, tmp_path) == [tmp_path / "loss.png"]
     with pytest.raises(ValueError, match="window must be a positive"):
         plot_training_curves(rows, tmp_path, window=0)
+
+
+def test_an_interval_is_a_band_on_its_metric_not_panels_of_its_own(tmp_path):
+    import matplotlib.image
+
+    rows = [{"step": s, "eval/em": 0.4, "eval/em_low": 0.3, "eval/em_high": 0.5} for s in (0, 5)]
+    [path] = plot_training_curves(rows, tmp_path)
+    one_panel = matplotlib.image.imread(path).shape[1]
+    rows = [{**row, "eval/em_lower": 0.2} for row in rows]  # not an interval: a panel of its own
+    [path] = plot_training_curves(rows, tmp_path / "two")
+    assert matplotlib.image.imread(path).shape[1] > 1.8 * one_panel

@@ -107,6 +107,9 @@ class GRPOConfig:
     """The newest checkpoints kept; step 0 (the start of GRPO, the KL reference) is kept besides."""
     resume: bool = False
     """Continue from the newest checkpoint in ``run_dir``."""
+    log_episodes: int = 4
+    """Rollout episodes saved per step, spread over its groups, under ``run_dir/episodes/`` for
+    ``searchgym view`` (0: none)."""
     tensorboard: bool | None = None
     """None: log to TensorBoard when it is installed."""
     progress: bool = True
@@ -149,11 +152,13 @@ class GRPOConfig:
                 self.eval_tasks,
                 self.eval_every,
                 self.warm_start_episodes,
+                self.log_episodes,
             )
             < 0
         ):
             raise ConfigError(
-                "kl_coef, info_gain, lr, eval_tasks, eval_every and warm_start_episodes must be >= 0"
+                "kl_coef, info_gain, lr, eval_tasks, eval_every, warm_start_episodes and log_episodes "
+                "must be >= 0"
             )
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         from searchgym.agents.registry import is_policy_agent

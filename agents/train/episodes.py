@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from searchgym.errors import ConfigError
+from searchgym.stats import bootstrap_ci, paired_bootstrap_ci
 
 if TYPE_CHECKING:
     from searchgym.agents.train.config import GRPOConfig
@@ -102,9 +103,10 @@ def play_groups(
     return [episodes[g * cfg.group_size : (g + 1) * cfg.group_size] for g in range(len(tasks))]
 
 
-def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str, float]:
+def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str, Any]:
     """Greedy episodes on the first ``cfg.eval_tasks`` tasks of the eval split (shared out over
-    processes); mean EM, F1, searches, turns and invalid-action rate."""
+    processes); mean EM (with its 95 % bootstrap interval, ``em_low``/``em_high``), F1, searches,
+    turns and invalid-action rate, and ``em_per_task`` (in task order) for paired comparisons."""
     from searchgym.agents.policies.agent import PolicyAgent
     from searchgym.agents.rollout import run_episodes
     from searchgym.generation import SamplingParams
@@ -122,28 +124,35 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
         n_envs=len(mine),
         seed=cfg.seed,
     )
-    sums = torch.tensor(
-        [
-            len(episodes),
-            sum(e.em for e in episodes),
-            sum(e.f1 for e in episodes),
-            sum(e.n_searches for e in episodes),
-            sum(e.n_turns for e in episodes),
-            sum(e.n_invalid for e in episodes),
-        ],
-        dtype=torch.float64,
-    )
-    if accelerator is not None and accelerator.num_processes > 1:
-        sums = accelerator.reduce(sums.to(accelerator.device), reduction="sum").cpu()
-    n, em, f1, searches, turns, invalid = sums.tolist()
+    rows = [
+        (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid) for i, e in enumerate(episodes)
+    ]
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        rows = gather_object(rows)
+    rows.sort()
+    n = len(rows)
+    _, em, f1, searches, turns, invalid = (list(column) for column in zip(*rows))
+    em_low, em_high = bootstrap_ci(em, seed=cfg.seed)
     return {
         "n": n,
-        "em": em / n,
-        "f1": f1 / n,
-        "searches": searches / n,
-        "turns": turns / n,
-        "invalid_rate": invalid / max(turns, 1),
+        "em": sum(em) / n,
+        "em_low": em_low,
+        "em_high": em_high,
+        "f1": sum(f1) / n,
+        "searches": sum(searches) / n,
+        "turns": sum(turns) / n,
+        "invalid_rate": sum(invalid) / max(sum(turns), 1),
+        "em_per_task": em,
     }
+
+
+def paired_difference(before: dict[str, Any], after: dict[str, Any], seed: int = 0) -> dict[str, float]:
+    """``after``'s EM minus ``before``'s on the same tasks (two `evaluate` results), with the 95 %
+    paired-bootstrap interval of the difference."""
+    low, high = paired_bootstrap_ci(before["em_per_task"], after["em_per_task"], seed=seed)
+    return {"em_diff": after["em"] - before["em"], "em_diff_low": low, "em_diff_high": high}
 
 
 def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) -> list[float]:

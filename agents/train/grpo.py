@@ -33,6 +33,7 @@ from searchgym.agents.train.advantages import (
 )
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.loss import LossNorm, Sample, collate, policy_loss, token_logprobs
+from searchgym.agents.train.metrics_log import MetricsLog, save_step_episodes
 from searchgym.envs.contract import check_trainable_env
 from searchgym.errors import ConfigError
 
@@ -49,7 +50,6 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from searchgym.agents.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-    from searchgym.agents.train.metrics_log import MetricsLog
 
     start_time = time.perf_counter()
     run_dir = Path(cfg.run_dir)
@@ -107,7 +107,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     if log is not None:
         log.truncate_after(start_step)
         if before is not None and start_step == 0:
-            log.log(0, {f"eval/{k}": v for k, v in before.items()})
+            log.log(0, eval_metrics(before))
     bar = tqdm(total=cfg.steps, initial=start_step, desc="GRPO", disable=not (cfg.progress and main))
     for step in range(start_step, cfg.steps):
         tick = time.perf_counter()
@@ -126,11 +126,10 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         metrics |= {"time/rollout_s": rollout_s, "time/step_s": time.perf_counter() - tick}
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-            metrics |= {
-                f"eval/{k}": v for k, v in episodes.evaluate(cfg, rollout_policy, accelerator).items()
-            }
+            metrics |= eval_metrics(episodes.evaluate(cfg, rollout_policy, accelerator))
         if log is not None:
             log.log(done, metrics)
+            save_step_episodes(run_dir, done, groups, cfg.log_episodes)
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
             checkpoint_at(done)
         bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
@@ -145,11 +144,12 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         "eval_base": base,
         "eval_before": before,
         "eval_after": after,
+        "grpo_vs_start": episodes.paired_difference(before, after, cfg.seed) if before and after else None,
         "is_main_process": main,
     }
     if log is not None:
         if after is not None:
-            log.log(cfg.steps, {f"eval/{k}": v for k, v in after.items()})
+            log.log(cfg.steps, eval_metrics(after))
         log.close()
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     for env in envs:
@@ -162,6 +162,9 @@ def score_groups(groups: list[list[Any]], cfg: GRPOConfig, model: Any, tokenizer
     flat = [ep for group in groups for ep in group]
     rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
     gains = information_gains(flat, model, tokenizer, protocol) if cfg.info_gain_weight else None
+    for ep, episode_gains in zip(flat, gains or []):
+        for turn, gain in zip(ep.turns, episode_gains):
+            turn.info_gain = gain  # shown per turn by searchgym view
     if gains is not None and cfg.advantage != "igpo":
         rewards = rewards + cfg.info_gain_weight * torch.tensor([sum(g) for g in gains]).view_as(rewards)
     if cfg.advantage == "igpo":
@@ -236,6 +239,11 @@ def to_sample(trajectory: Any, turn_advantages: Sequence[float]) -> Sample:
         list(trajectory.logprobs),
         advantages,
     )
+
+
+def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """An `episodes.evaluate` result as ``eval/*`` scalars for the metrics log."""
+    return {f"eval/{k}": v for k, v in result.items() if k != "em_per_task"}
 
 
 def _reference_model(model: torch.nn.Module, run_dir: Path, start_step: int) -> torch.nn.Module:

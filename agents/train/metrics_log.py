@@ -171,3 +171,25 @@ def _summary_writer(*, required: bool) -> Any:
             ) from e
         return None
     return SummaryWriter
+
+
+EPISODES_DIR = "episodes"
+
+
+def save_step_episodes(run_dir: str | os.PathLike, step: int, groups: list[list[Any]], n: int) -> Path | None:
+    """Save ``n`` of a step's rollout episodes (`searchgym.agents.Episode`, spread over the
+    groups) to ``RUN_DIR/episodes/step-NNNNNN.jsonl``, each row with its ``step`` and ``group``
+    (the task's index in the step), for `searchgym view`; None when ``n`` is 0."""
+    if n <= 0:
+        return None
+    flat = [(g, episode) for g, group in enumerate(groups) for episode in group]
+    picks = sorted({i * len(flat) // min(n, len(flat)) for i in range(min(n, len(flat)))})
+    path = Path(run_dir) / EPISODES_DIR / f"step-{step:06d}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replace_atomically(path) as f:
+        for i in picks:
+            group, episode = flat[i]
+            f.write(
+                json.dumps({**episode.to_dict(), "step": step, "group": group}, ensure_ascii=False) + "\n"
+            )
+    return path

@@ -19,6 +19,7 @@ DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 _COLUMNS = [
     ("n", "n", "{:d}"),
     ("em", "EM", "{:.3f}"),
+    (("em_low", "em_high"), "EM 95% CI", "{:.2f}-{:.2f}"),
     ("f1", "F1", "{:.3f}"),
     ("cover_em", "cover-EM", "{:.3f}"),
     ("searches", "searches", "{:.2f}"),
@@ -120,11 +121,12 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
     for name, r in results.items():
         groups = [("all", r["all"])] + [(str(h), m) for h, m in r["by_hops"].items()]
         for group, metrics in groups:
-            rows.append([name, group] + [_fmt(fmt, metrics[key]) for key, _, fmt in _COLUMNS])
+            rows.append([name, group] + [_fmt(fmt, key, metrics) for key, _, fmt in _COLUMNS])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(str(x).rjust(w) for x, w in zip(line, widths)) for line in [header, *rows]]
     return "\n".join(lines)
 
 
-def _fmt(fmt: str, value: float) -> str:
-    return "-" if isinstance(value, float) and math.isnan(value) else fmt.format(value)
+def _fmt(fmt: str, key: str | tuple[str, ...], metrics: dict[str, Any]) -> str:
+    values = [metrics[k] for k in ((key,) if isinstance(key, str) else key)]
+    return "-" if any(isinstance(v, float) and math.isnan(v) for v in values) else fmt.format(*values)

@@ -44,11 +44,18 @@ def run(args: argparse.Namespace) -> int:
         for when, label in labels.items():
             metrics = summary[f"eval_{when}"]
             if metrics:
+                interval = f"[{metrics['em_low']:.3f}, {metrics['em_high']:.3f}]"
                 print(
-                    f"dev {label:>11}: EM {metrics['em']:.3f}  F1 {metrics['f1']:.3f}  "
+                    f"dev {label:>11}: EM {metrics['em']:.3f} {interval}  F1 {metrics['f1']:.3f}  "
                     f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
                     f"(n {metrics['n']:.0f})"
                 )
+        if summary["grpo_vs_start"]:
+            d = summary["grpo_vs_start"]
+            print(
+                f"GRPO - {labels['before']}: EM {d['em_diff']:+.3f} [{d['em_diff_low']:+.3f}, "
+                f"{d['em_diff_high']:+.3f}] (paired 95% bootstrap interval over the same dev tasks)"
+            )
         plots = plot_training_curves(read_metrics(cfg.run_dir), Path(cfg.run_dir) / "plots")
         print(
             f"{cfg.steps} steps in {summary['wall_s']:.0f} s; metrics, checkpoints and {len(plots)} "

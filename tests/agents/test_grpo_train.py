@@ -27,7 +27,14 @@ def test_training_changes_the_parameters_and_logs_finite_metrics(tiny_llama_dir,
             row
         )
     assert summary["eval_before"]["n"] == 2 and summary["eval_after"]["n"] == 2
+    before, after = summary["eval_before"], summary["eval_after"]
+    assert before["em_low"] <= before["em"] <= before["em_high"] and len(after["em_per_task"]) == 2
+    diff = summary["grpo_vs_start"]
+    assert diff["em_diff"] == after["em"] - before["em"] and diff["em_diff_low"] <= diff["em_diff"]
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 2
+    saved = [json.loads(line) for line in (tmp_path / "episodes" / "step-000002.jsonl").open()]
+    assert len(saved) == 4 and {row["step"] for row in saved} == {2}  # log_episodes, for searchgym view
+    assert {row["group"] for row in saved} == {0, 1} and all(row["turns"] for row in saved)
 
 
 def test_a_killed_run_resumes_to_the_same_parameters(tiny_llama_dir, tmp_path, monkeypatch):
@@ -151,3 +158,26 @@ def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_d
     train(cfg)
     assert len(seen["sft"]) == 4 and len(seen["grpo"]) == 2 * cfg.tasks_per_step
     assert not seen["sft"] & seen["grpo"]
+
+
+def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
+    """score_groups adds weight x the summed gains to each episode's reward (not with igpo, which
+    uses them per turn) and records each turn's gain on the episode for the viewer."""
+    from types import SimpleNamespace
+
+    from searchgym.agents.rollout import Episode, Turn
+    from searchgym.agents.train.config import GRPOConfig
+
+    def episode(reward):
+        turns = [Turn("a", "o", 0.0, "search", None), Turn("b", "o", reward, "answer", None)]
+        trajectory = SimpleNamespace(prompt_ids=[1], ids=[2, 3], mask=[1, 1], logprobs=[0.0, 0.0],
+                                     turn_starts=[0, 1], turn_ends=[1, 2])  # fmt: skip
+        return Episode("t", "q", ["a"], {}, turns, total_reward=reward, trajectory=trajectory)
+
+    groups = [[episode(1.0), episode(0.0)]]
+    monkeypatch.setattr(grpo, "information_gains", lambda flat, *args: [[0.5], [0.25]])
+    cfg = GRPOConfig(info_gain=2.0)
+    _, metrics = grpo.score_groups(groups, cfg, None, None, None)
+    assert metrics["reward/total"] == (1.0 + 2.0 * 0.5 + 0.0 + 2.0 * 0.25) / 2
+    assert metrics["reward/info_gain"] == 0.375
+    assert [t.info_gain for t in groups[0][0].turns] == [0.5, None]
