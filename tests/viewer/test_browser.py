@@ -64,7 +64,7 @@ def test_filter_open_an_episode_and_compare_two_agents(driver, server, eval_dir,
     wait_for(driver, "document.querySelector('[data-summary=ready]')")
     failed = sum(ep.em == 0 for ep in heuristic + oracle)
     assert f"of {failed} episodes" in driver.find_element(By.CSS_SELECTOR, ".pager .count").text
-    assert set(texts(driver, "tr.ep-row td:nth-child(7)")) == {"EM 0"}
+    assert set(texts(driver, "tr.ep-row td.em-cell")) == {"EM 0"}
     rerendered(
         driver,
         lambda: Select(driver.find_element(By.NAME, "sources")).select_by_visible_text("eval-bm25 · oracle"),
@@ -150,7 +150,7 @@ def test_training_curves_steps_and_sweep(driver, server, tmp_path):
     link = driver.find_element(By.CSS_SELECTOR, "tr[data-step='3'] a")
     rerendered(driver, link.click)
     assert "of 6 episodes" in driver.find_element(By.CSS_SELECTOR, ".pager .count").text
-    assert set(texts(driver, "tr.ep-row td:nth-child(4)")) == {"3"}  # the step column
+    assert set(texts(driver, "tr.ep-row td.step-cell")) == {"3"}  # the step column
 
     show(driver, server.url + "#/sweep")
     labels = texts(driver, "svg.pareto .point-label")

@@ -18,13 +18,14 @@ SG.views.episodes = async function episodes(params, ov) {
   };
   sessionStorage.setItem("sg-list", location.hash || "#/episodes");
   sessionStorage.setItem("sg-page", JSON.stringify(page.rows.map((r) => r.id)));
-  const hasSteps = ov.sources.some((s) => s.step !== null);
+  const runs = p.runs ? p.runs.split(",").map(Number) : null;
+  const hasSteps = ov.sources.some((s) => s.step !== null && (!runs || runs.includes(s.run)));
   const summary = SG.card("Summary", h("p", { class: "muted pending" }, `Summing up ${SG.fmt(page.total)} episodes…`));
   const filters = filterBar(p, { hops: [] }, ov, go, hasSteps);
   const view = h("div", { class: "view" }, summary, filters,
     h("section", { class: "card" },
       pager(page, p, go),
-      episodeTable(page, p, ov, go, hasSteps),
+      h("div", { class: "table-wrap" }, episodeTable(page, p, ov, go, hasSteps)),
       page.total > Number(p.limit) ? pager(page, p, go) : null));
   // The summary reads every episode: it fills in when ready, the page does not wait for it.
   SG.api.summary(p).then((s) => {
@@ -129,11 +130,11 @@ function episodeTable(page, p, ov, go, hasSteps) {
   h("td", { class: "num muted" }, String(r.id)),
   h("td", { class: "who" }, SG.sourceLabel(ov, r.source)),
   h("td", { class: "num" }, SG.fmt(r.hops)),
-  hasSteps ? h("td", { class: "num" }, SG.fmt(r.step)) : null,
+  hasSteps ? h("td", { class: "num step-cell" }, SG.fmt(r.step)) : null,
   h("td", { class: "question" }, r.question),
   h("td", { class: "pred" }, h("span", { class: r.em >= 1 ? "ok-text" : "bad-text" }, r.prediction ?? "—"),
     h("span", { class: "muted" }, " · " + (r.answers || []).join(" | "))),
-  h("td", { class: "num" }, SG.emBadge(r.em)),
+  h("td", { class: "num em-cell" }, SG.emBadge(r.em)),
   h("td", { class: "num" }, SG.fmt(r.f1, 2)),
   h("td", { class: "num" }, SG.fmt(r.searches)),
   h("td", { class: "num" + (r.invalid ? " warn" : "") }, SG.fmt(r.invalid)),
