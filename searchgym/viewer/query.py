@@ -9,7 +9,6 @@ there must agree.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -168,7 +167,3 @@ def group_summaries(cols: Mapping[str, np.ndarray], rows: np.ndarray, key: str) 
 
 def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
-
-
-def none_if_nan(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
