@@ -1,5 +1,5 @@
 """The one command-line entry point: ``searchgym list | eval | train | sweep | index build |
-serve | plot``. Each subcommand lives in its own module of `searchgym.commands`."""
+serve | plot | view``. Each subcommand lives in its own module of `searchgym.commands`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 from searchgym.errors import SearchGymError
 
-COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "plot")
+COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "plot", "view")
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
 
 

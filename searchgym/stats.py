@@ -25,10 +25,17 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """The percentile-bootstrap interval of the mean of ``values`` (one value per task): resample
     the tasks with replacement ``resamples`` times and take the central ``confidence`` share of the
-    resampled means. Seeded, so a report is reproducible."""
+    resampled means. Seeded, so a report is reproducible.
+
+    A resample is drawn as multinomial counts of the distinct values, which has the distribution
+    of drawing ``len(values)`` indices but costs one column per distinct value: 100,000 episodes
+    of 0/1 EM take milliseconds."""
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
     data = _as_array(values, "values")
+    distinct, counts = np.unique(data, return_counts=True)
     rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    means = rng.multinomial(len(data), counts / len(data), size=resamples) @ distinct / len(data)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
@@ -55,4 +62,6 @@ def _as_array(values: Sequence[float], name: str) -> np.ndarray:
     data = np.asarray(values, dtype=np.float64)
     if data.ndim != 1 or len(data) == 0:
         raise ConfigError(f"{name} must be a non-empty list of per-task scores, got shape {data.shape}")
+    if not np.isfinite(data).all():
+        raise ConfigError(f"{name} holds a value that is not finite (NaN or infinity): score every task")
     return data

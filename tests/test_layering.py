@@ -37,6 +37,7 @@ FORBIDDEN = {
     "searchgym.agents.scripted": ("searchgym.agents.train", "searchgym.agents.policies", *CLI),
     "searchgym.agents.rollout": ("searchgym.agents.train", *CLI),
     "searchgym.agents": CLI,
+    "searchgym.viewer": ("searchgym.envs", "searchgym.agents", "searchgym.retrievers", *CLI),  # reads files
 }
 
 

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from searchgym.errors import ConfigError
@@ -38,8 +39,20 @@ def test_pairing_removes_the_variation_the_two_runs_share():
     assert paired_bootstrap_ci(before, before) == (0.0, 0.0)
 
 
+def test_resampling_counts_of_distinct_values_equals_resampling_indices():
+    values = np.array([0.0, 0.5, 1.0, 1.0, 0.25])
+    rng = np.random.default_rng(1)
+    means = values[rng.integers(0, len(values), size=(20_000, len(values)))].mean(axis=1)
+    expected = np.percentile(means, [2.5, 97.5])
+    assert bootstrap_ci(values, resamples=20_000) == pytest.approx(tuple(expected), abs=0.03)
+
+
 def test_bad_inputs_say_what_is_wrong():
     with pytest.raises(ConfigError, match="same tasks: 2 scores before, 3 after"):
         paired_bootstrap_ci([1, 0], [1, 0, 1])
     with pytest.raises(ConfigError, match="non-empty list of per-task scores"):
         bootstrap_ci([])
+    with pytest.raises(ConfigError, match="not finite"):
+        bootstrap_ci([1.0, float("nan")])
+    with pytest.raises(ConfigError, match="between 0 and 1"):
+        bootstrap_ci([1.0], confidence=95)

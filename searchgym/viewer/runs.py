@@ -1,0 +1,183 @@
+"""What the viewer opens: the runs found under the paths it is given.
+
+- an eval directory (``searchgym eval --out``): ``metrics.json`` and one ``AGENT.jsonl`` of
+  episodes per agent;
+- a training run (``searchgym train --run-dir``): ``metrics.jsonl`` (the curves) and
+  ``episodes/step-NNNNNN.jsonl``, a sample of each step's rollout episodes, each row an episode
+  plus ``"step"`` and ``"group"``;
+- a sweep (``searchgym sweep --out``): ``sweep.json`` and one JSONL of episodes per agent;
+- a single episodes ``.jsonl`` file.
+
+A directory is searched for runs three levels down, so ``runs/`` opens every run in it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from searchgym.errors import ConfigError, DataNotFoundError
+
+Kind = Literal["eval", "train", "sweep", "file"]
+_STEP_FILE = re.compile(r"step-(\d+)\.jsonl")
+_SKIP_DIRS = {"episodes", "checkpoints", "plots", "tensorboard", "__pycache__"}
+_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class Source:
+    """One episodes JSONL file: an agent's episodes (eval, sweep) or a training step's sample."""
+
+    run: int
+    """Index of its run in the viewer's list."""
+    label: str
+    """The agent's name, or ``step N`` for a training step."""
+    path: Path
+    step: int | None = None
+    interval: tuple[float, float] | None = None
+    """The EM interval its run's metrics.json gives for it, if any."""
+
+
+@dataclass
+class Run:
+    name: str
+    kind: Kind
+    path: Path
+    sources: list[Source] = field(default_factory=list)
+    metrics: dict[str, Any] | None = None
+    """metrics.json of an eval run, sweep.json of a sweep."""
+    curves: list[dict[str, float | None]] = field(default_factory=list)
+    """The rows of a training run's metrics.jsonl."""
+
+
+def discover(paths: Sequence[str | os.PathLike]) -> list[Run]:
+    """Every run under ``paths``, in the order given (a directory's runs sorted by path); each
+    run's name is its directory's name, with parent folders added until names are unique."""
+    found: list[tuple[Path, Kind]] = []
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            raise DataNotFoundError(f"{path} does not exist; give an eval, train or sweep run directory")
+        before = len(found)
+        if path.is_file():
+            if path.suffix != ".jsonl":
+                raise ConfigError(f"{path} is not a .jsonl file of episodes; give it or its run directory")
+            found.append((path, "file"))
+        else:
+            _walk(path, _DEPTH, found)
+        if len(found) == before:
+            raise DataNotFoundError(
+                f"{path} holds no run: expected metrics.json and AGENT.jsonl (searchgym eval --out), "
+                "metrics.jsonl or episodes/step-NNNNNN.jsonl (searchgym train --run-dir), or sweep.json "
+                "(searchgym sweep --out)"
+            )
+    unique = list(dict.fromkeys(found))
+    names = _names([p for p, _ in unique])
+    return [_load(i, name, path, kind) for i, (name, (path, kind)) in enumerate(zip(names, unique))]
+
+
+def _kind(directory: Path) -> Kind | None:
+    if (directory / "sweep.json").is_file():
+        return "sweep"
+    if (directory / "metrics.json").is_file():
+        return "eval"
+    if (directory / "metrics.jsonl").is_file() or (directory / "episodes").is_dir():
+        return "train"
+    return None
+
+
+def _walk(directory: Path, depth: int, found: list[tuple[Path, Kind]]) -> None:
+    kind = _kind(directory)
+    if kind is not None:
+        found.append((directory.resolve(), kind))
+    if depth == 0:
+        return
+    for child in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in _SKIP_DIRS):
+        _walk(child, depth - 1, found)
+
+
+def _names(paths: list[Path]) -> list[str]:
+    names = [p.stem if p.is_file() else p.name for p in paths]
+    for up in range(1, 8):
+        clashes = {n for n in names if names.count(n) > 1}
+        if not clashes:
+            break
+        names = ["/".join(p.parts[-up - 1 :]) if n in clashes else n for n, p in zip(names, paths)]
+    return names
+
+
+def _load(index: int, name: str, path: Path, kind: Kind) -> Run:
+    run = Run(name, kind, path)
+    if kind == "file":
+        run.sources = [Source(index, path.stem, path)]
+    elif kind == "train":
+        run.curves = read_curves(path / "metrics.jsonl")
+        steps = [(int(m.group(1)), p) for p in (path / "episodes").glob("step-*.jsonl")
+                 if (m := _STEP_FILE.fullmatch(p.name))]  # fmt: skip
+        run.sources = [Source(index, f"step {s}", p, step=s) for s, p in sorted(steps)]
+    else:
+        meta_file = path / ("sweep.json" if kind == "sweep" else "metrics.json")
+        run.metrics = _read_json(meta_file)
+        agents = run.metrics.get("agents") if isinstance(run.metrics.get("agents"), dict) else {}
+        by_file = {_file_name(a): a for a in agents}
+        for p in sorted(path.glob("*.jsonl")):
+            label = by_file.get(p.stem, p.stem)
+            stats = agents.get(label, {})
+            run.sources.append(Source(index, label, p, interval=_interval(stats.get("all", stats))))
+    return run
+
+
+def _file_name(agent: str) -> str:
+    """The file name `searchgym eval` gives an agent's episodes (``hf:/ckpt/x`` -> ``hf_ckpt_x``)."""
+    return re.sub(r"[^\w.-]+", "_", agent).strip("_")
+
+
+def _interval(stats: Any) -> tuple[float, float] | None:
+    """An EM interval in an agent's metrics: ``em_low`` and ``em_high``, or ``em_ci: [low, high]``."""
+    if not isinstance(stats, dict):
+        return None
+    pair = stats.get("em_ci") or (stats.get("em_low"), stats.get("em_high"))
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(x, (int, float)) for x in pair):
+        return float(pair[0]), float(pair[1])
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ConfigError(f"{path} is not valid JSON ({e}); was it written completely?") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} should hold a JSON object")
+    return data
+
+
+def read_curves(path: Path) -> list[dict[str, float | None]]:
+    """The rows of a training run's metrics.jsonl (``{"step": int, "ns/name": value}``), each
+    non-finite value as None; a missing file gives no rows, a last line cut short is skipped."""
+    if not path.is_file():
+        return []
+    rows = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if lineno == len(lines):
+                break
+            raise ConfigError(f"{path}:{lineno}: not a JSON line; is it a searchgym metrics.jsonl?") from None
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append({k: _finite(v) for k, v in row.items()})
+    return rows
+
+
+def _finite(value: Any) -> Any:
+    return value if not isinstance(value, float) or math.isfinite(value) else None

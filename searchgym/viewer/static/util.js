@@ -1,0 +1,82 @@
+// searchgym viewer: DOM helpers shared by every view.
+// Trajectory text only ever enters the page as text nodes (h() below): never as markup.
+"use strict";
+const SG = {};
+
+// h("div", {class: "x", onclick: f}, "text", child, [more]) -> element. Strings become text
+// nodes; attribute values are set with setAttribute, never parsed as HTML.
+SG.h = function h(tag, attrs, ...children) {
+  const el = tag.includes(":")
+    ? document.createElementNS("http://www.w3.org/2000/svg", tag.split(":")[1])
+    : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key === "href" && !String(value).startsWith("#")) throw new Error("only #routes are linked");
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  SG.append(el, children);
+  return el;
+};
+
+SG.append = function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+};
+
+// A count (no digits given: 1,234) or a value with fixed digits (0.500).
+SG.fmt = function fmt(x, digits) {
+  if (x === null || x === undefined || Number.isNaN(x)) return "–";
+  if (digits === undefined && Number.isInteger(x)) return x.toLocaleString("en-US");
+  return Number(x).toFixed(digits === undefined ? 3 : digits);
+};
+
+// A reward-like value with at most three decimals: 1, 0.1, -0.05.
+SG.num = (x) => (x === null || x === undefined ? "–" : String(+Number(x).toFixed(3)));
+
+SG.pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
+
+// "#/name?a=1&b=2" -> {name: "name", params: {a: "1", b: "2"}}
+SG.route = function route() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, search] = hash.split("?");
+  const params = Object.fromEntries(new URLSearchParams(search || ""));
+  const [name, ...rest] = (path || "episodes").split("/");
+  return { name, arg: rest.join("/"), params };
+};
+
+SG.link = function link(name, params) {
+  const query = new URLSearchParams(
+    Object.entries(params || {}).filter(([, v]) => v !== "" && v !== null && v !== undefined)
+  ).toString();
+  return "#/" + name + (query ? "?" + query : "");
+};
+
+SG.badge = (text, kind) => SG.h("span", { class: "badge " + (kind || "") }, text);
+
+SG.emBadge = (em) =>
+  em === null || em === undefined ? SG.badge("no answer", "muted")
+    : em >= 1 ? SG.badge("EM 1", "ok") : SG.badge("EM 0", "bad");
+
+SG.card = (title, ...children) =>
+  SG.h("section", { class: "card" }, title ? SG.h("h2", {}, title) : null, ...children);
+
+SG.select = function select(options, value, onchange, attrs) {
+  const el = SG.h("select", { ...(attrs || {}), onchange: (e) => onchange(e.target.value) },
+    options.map(([v, label]) => SG.h("option", { value: v, selected: String(v) === String(value) }, label)));
+  return el;
+};
+
+SG.sourceLabel = function sourceLabel(ov, s) {
+  const src = ov.sources[s];
+  return ov.runs[src.run].name + " · " + src.label;
+};
+
+SG.armLabel = (ov, arm) => ov.arms[arm] ? ov.arms[arm].label : "?";
+
+SG.error = function error(message) {
+  return SG.h("div", { class: "error-box" }, message);
+};

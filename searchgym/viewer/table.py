@@ -1,0 +1,250 @@
+"""All the episodes the viewer shows: one table over every source of every run.
+
+Opening indexes the byte offsets of each file's lines (`LineIndex`) and nothing more. The
+summaries the list filters and sorts on are read on first use, once, in one pass per file
+(`summarize_line`), into numpy columns; a full episode is parsed only when a page shows it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from searchgym.errors import ConfigError
+from searchgym.viewer.jsonl import NUMBERS, LineIndex, summarize_line
+from searchgym.viewer.query import Query, group_summaries, select
+from searchgym.viewer.runs import Run, Source
+
+_COLUMNS = {  # column -> summary number
+    "em": "em",
+    "f1": "f1",
+    "searches": "n_searches",
+    "invalid": "n_invalid",
+    "errors": "n_errors",
+    "reward": "total_reward",
+    "turns": "n_turns",
+    "tokens": "obs_tokens",
+    "hops": "hops",
+    "step": "step",
+    "group": "group",
+}
+
+
+class EpisodeTable:
+    """Episodes of ``runs``, numbered from 0 in order of run, source and line."""
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        self.runs = list(runs)
+        self.sources: list[Source] = [s for run in self.runs for s in run.sources]
+        self.indexes = [LineIndex(s.path) for s in self.sources]
+        sizes = np.array([len(ix) for ix in self.indexes], dtype=np.int64)
+        self.first = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.arms = _arms(self.runs, self.sources)
+        self._lock = threading.Lock()
+        self._cols: dict[str, np.ndarray] | None = None
+        self._text: list[str] = []
+        self._brief: list[dict[str, Any]] = []
+
+    def __len__(self) -> int:
+        return int(self.first[-1])
+
+    def locate(self, gid: int) -> tuple[int, int]:
+        """(source index, line) of episode ``gid``."""
+        if not 0 <= gid < len(self):
+            raise ConfigError(f"there is no episode {gid}; episodes are numbered 0..{len(self) - 1}")
+        source = int(np.searchsorted(self.first, gid, side="right") - 1)
+        return source, gid - int(self.first[source])
+
+    def episode(self, gid: int) -> dict[str, Any]:
+        """Episode ``gid`` as saved, with ``id``, ``source`` and ``run`` added."""
+        source, line = self.locate(gid)
+        row = json_safe(self.indexes[source].row(line))
+        return {**row, "id": gid, "source": source, "run": self.sources[source].run}
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """The summary columns (read on first use): those of ``_COLUMNS`` plus run, source, arm."""
+        with self._lock:
+            if self._cols is None:
+                self._cols = self._read_columns()
+            return self._cols
+
+    @property
+    def briefs(self) -> list[dict[str, Any]]:
+        """Per episode its task id, question, prediction and answers (read with the columns)."""
+        _ = self.columns
+        return self._brief
+
+    def _read_columns(self) -> dict[str, np.ndarray]:
+        blocks = []
+        for source, index in zip(self.sources, self.indexes):
+            numbers, briefs = index.summaries()
+            if source.step is not None:  # rows written without "step" are the file's step
+                step = numbers[:, NUMBERS.index("step")]
+                step[np.isnan(step)] = source.step
+            blocks.append(numbers)
+            self._brief.extend(briefs)
+        table = np.concatenate(blocks) if blocks else np.zeros((0, len(NUMBERS)))
+        cols = {name: table[:, NUMBERS.index(key)].copy() for name, key in _COLUMNS.items()}
+        source_of = np.repeat(np.arange(len(self.sources)), np.diff(self.first))
+        cols["source"] = source_of.astype(float)
+        cols["run"] = np.array([s.run for s in self.sources], dtype=float)[source_of]
+        cols["arm"] = np.array([self._arm_of(s) for s in range(len(self.sources))], dtype=float)[source_of]
+        cols["index"] = np.arange(len(self), dtype=float)
+        return cols
+
+    @property
+    def texts(self) -> list[str]:
+        """Per episode its question and task id in lower case, for the text filter."""
+        briefs = self.briefs
+        with self._lock:
+            if len(self._text) != len(briefs):
+                self._text = [f"{b['question'] or ''}\n{b['task_id'] or ''}".lower() for b in briefs]
+            return self._text
+
+    def _arm_of(self, source: int) -> int:
+        s = self.sources[source]
+        key = (s.run, None) if s.step is not None else (s.run, s.label)
+        return next(i for i, arm in enumerate(self.arms) if (arm["run"], arm["agent"]) == key)
+
+    def load_in_background(self) -> threading.Thread:
+        """Start reading the summary columns in a thread, so they are ready sooner."""
+        thread = threading.Thread(target=lambda: self.columns, name="searchgym-viewer-index", daemon=True)
+        thread.start()
+        return thread
+
+    def row(self, gid: int) -> dict[str, Any]:
+        """What the list shows of episode ``gid`` (read from its line while the columns are not
+        read yet)."""
+        if self._cols is None:
+            source, line = self.locate(gid)
+            numbers, brief = summarize_line(self.indexes[source].raw(line))
+            step = self.sources[source].step
+            if step is not None:
+                numbers = tuple(step if k == "step" and np.isnan(v) else v for k, v in zip(NUMBERS, numbers))
+            values = dict(zip(NUMBERS, numbers))
+            arm = self._arm_of(source)
+            numbers_of = {name: _plain(values[key]) for name, key in _COLUMNS.items()}
+        else:
+            cols = self._cols
+            source, arm = int(cols["source"][gid]), int(cols["arm"][gid])
+            brief = self._brief[gid]
+            numbers_of = {name: _plain(cols[name][gid]) for name in _COLUMNS}
+        ids = {"id": gid, "source": source, "run": self.sources[source].run, "arm": arm}
+        return {**ids, **brief, **numbers_of}
+
+    def page(self, q: Query) -> dict[str, Any]:
+        """A page of the list: how many episodes ``q`` keeps (``total``) and their ``rows`` from
+        ``q.offset``. The first pages of the unfiltered list need no summary columns."""
+        plain = q == Query(sort="index", desc=q.desc, offset=q.offset, limit=q.limit)
+        if plain and self._cols is None:
+            n = len(self)
+            gids = range(q.offset, min(q.offset + q.limit, n))
+            page = [n - 1 - g for g in gids] if q.desc else list(gids)
+            total = n
+        else:
+            rows = select(self.columns, self.texts if q.text else [], q)
+            page, total = rows[q.offset : q.offset + q.limit].tolist(), int(rows.size)
+        return {"total": total, "offset": q.offset, "rows": [self.row(g) for g in page]}
+
+    def summary(self, q: Query) -> dict[str, Any]:
+        """A summary row per arm (agent, or training run) over all episodes ``q`` keeps, with the
+        EM interval of the run's metrics.json when nothing is filtered out, else a bootstrap
+        one; and the hop counts and steps there are to filter on (``facets``)."""
+        cols = self.columns
+        rows = select(cols, self.texts if q.text else [], q)
+        groups = group_summaries(cols, rows, "arm")
+        unfiltered = q == Query(sort=q.sort, desc=q.desc, offset=q.offset, limit=q.limit)
+        for group in groups:
+            arm = self.arms[group["arm"]]
+            group.update(run=arm["run"], agent=arm["agent"], ci="bootstrap")
+            if unfiltered and arm["interval"] is not None:
+                group.update(em_low=arm["interval"][0], em_high=arm["interval"][1], ci="metrics.json")
+        return {"total": int(rows.size), "groups": groups, "facets": self.facets()}
+
+    def facets(self) -> dict[str, list[int]]:
+        """The hop counts and training steps found among all episodes, for the filters."""
+        cols = self.columns
+        return {
+            key: [int(v) for v in np.unique(cols[key][np.isfinite(cols[key])])] for key in ("hops", "step")
+        }
+
+    def by_task(self, source: int) -> dict[str, int]:
+        """Task id -> the first episode of it in ``source``."""
+        brief = self.briefs
+        out: dict[str, int] = {}
+        for gid in range(int(self.first[source]), int(self.first[source + 1])):
+            out.setdefault(brief[gid]["task_id"], gid)
+        return out
+
+    def compare(self, a: int, b: int) -> dict[str, Any]:
+        """Tasks that sources ``a`` and ``b`` both played: per task both episodes' EM, and which
+        of them solved it (``a``, ``b``, ``both``, ``neither``)."""
+        for s in (a, b):
+            if not 0 <= s < len(self.sources):
+                raise ConfigError(f"there is no source {s}; sources are numbered 0..{len(self.sources) - 1}")
+        left, right = self.by_task(a), self.by_task(b)
+        em = self.columns["em"]
+        rows = []
+        for task, ga in left.items():
+            gb = right.get(task)
+            if gb is None:
+                continue
+            sa, sb = em[ga] >= 1, em[gb] >= 1
+            solved = "both" if sa and sb else "a" if sa else "b" if sb else "neither"
+            rows.append({"task_id": task, "question": self._brief[ga]["question"], "a": ga, "b": gb,
+                         "em_a": _plain(em[ga]), "em_b": _plain(em[gb]), "solved": solved})  # fmt: skip
+        return {"a": a, "b": b, "rows": rows}
+
+    def steps(self, run: int) -> list[dict[str, Any]]:
+        """`summarize` of a training run's sampled episodes, per step."""
+        cols = self.columns
+        rows = np.flatnonzero(cols["run"] == run)
+        return group_summaries(cols, rows, "step")
+
+    def overview(self) -> dict[str, Any]:
+        """The runs, their sources and arms, and what each run's own files say (metrics, curves)."""
+        sizes = np.diff(self.first).tolist()
+        runs = [
+            {"name": r.name, "kind": r.kind, "path": str(r.path), "metrics": r.metrics, "curves": r.curves}
+            for r in self.runs
+        ]
+        sources = [{"run": s.run, "label": s.label, "step": s.step, "n": n, "file": s.path.name}
+                   for s, n in zip(self.sources, sizes)]  # fmt: skip
+        arms = [{k: v for k, v in arm.items() if k != "interval"} for arm in self.arms]
+        return json_safe({"runs": runs, "sources": sources, "arms": arms, "episodes": len(self)})
+
+
+def _arms(runs: list[Run], sources: list[Source]) -> list[dict[str, Any]]:
+    """What the summary rows compare: each agent of an eval run or sweep, each training run."""
+    arms: list[dict[str, Any]] = []
+    for s in sources:
+        agent = None if s.step is not None else s.label
+        if not any((a["run"], a["agent"]) == (s.run, agent) for a in arms):
+            arms.append({"run": s.run, "agent": agent, "label": runs[s.run].name if agent is None
+                         else f"{runs[s.run].name} · {agent}", "interval": s.interval})  # fmt: skip
+    return arms
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as None (JSON has neither; Python's json writes them).
+
+    >>> json_safe({"a": [float("nan"), 1.5]})
+    {'a': [None, 1.5]}
+    """
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def _plain(x: float) -> int | float | None:
+    if np.isnan(x):
+        return None
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)

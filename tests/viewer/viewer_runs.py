@@ -1,0 +1,160 @@
+"""Run directories for the viewer's tests: a training run and a sweep written by hand, and an
+episode whose text tries to inject markup."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from searchgym.agents import Episode, Turn
+from searchgym.agents.train.metrics_log import MetricsLog
+
+INJECTION = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+def train_episode(step: int, group: int, task: int) -> Episode:
+    """Episode of task ``task`` at ``step``: early steps search once and fail, later ones search
+    twice (finding the gold document) and answer right."""
+    good = step >= 3
+    docs = ["d-gold", "d-other"] if good else ["d-other", "d-more"]
+    observation = "\n".join(f"Doc {k}(Title: T{d} (x)) text of {d}" for k, d in enumerate(docs, 1))
+    search = Turn(
+        f"<think>step {step}</think>\n<search> q{task} {'two' if good else 'one'} </search>",
+        f"\n\n<information>{observation}</information>\n\n",
+        -0.1,
+        "search",
+        None,
+        {"outcome": 0.0, "cost": -0.1},
+        obs_tokens=40,
+        query=f"q{task}",
+        doc_ids=docs,
+        info_gain=0.2 if good else 0.0,
+    )
+    invalid = Turn("<serch> typo", "Your action was invalid.", 0.0, None, "no <search> or <answer> tag", {})
+    answer = Turn(
+        f"<answer> {'gold' if good else 'wrong'} </answer>",
+        "",
+        float(good),
+        "answer",
+        None,
+        {"outcome": float(good), "cost": 0.0},
+    )
+    turns = [search, answer] if good else [search, invalid, answer]
+    return Episode(
+        f"task-{task}",
+        f"Question {task}?",
+        ["gold"],
+        {"hops": 1 + task % 2},
+        turns,
+        "gold" if good else "wrong",
+        em=float(good),
+        f1=float(good),
+        n_searches=1,
+        n_invalid=0 if good else 1,
+        obs_tokens=40,
+        total_reward=float(good) - 0.1,
+        reward_components={"outcome": float(good), "cost": -0.1},
+        terminated=True,
+        evidence=["d-gold"],
+    )
+
+
+def write_train_run(run_dir: Path, steps: int = 4, groups: int = 2, tasks: int = 3) -> Path:
+    """metrics.jsonl (with dev EM intervals) and episodes/step-NNNNNN.jsonl as the trainer saves
+    them: each row an Episode.to_dict() plus "step" and "group"."""
+    with MetricsLog(run_dir, tensorboard=False) as log:
+        for step in range(1, steps + 1):
+            metrics = {
+                "reward/total": step / steps,
+                "reward/outcome": step / steps,
+                "reward/cost": -0.1,
+                "rollout/em": step / steps,
+                "rollout/searches": 1.0 + step / steps,
+                "rollout/invalid_rate": 1 / (step + 1),
+                "rollout/degenerate_groups": 0.5 / step,
+                "loss/entropy": 1.0 / step,
+                "loss/kl": 0.01 * step if step != 2 else math.nan,
+                "time/step_s": 1.5,
+            }
+            if step % 2 == 0:
+                metrics |= {"eval/em": step / steps, "eval/em_low": step / steps - 0.1, "eval/em_high": 1.0}
+            log.log(step, metrics)
+    folder = run_dir / "episodes"
+    folder.mkdir(parents=True, exist_ok=True)
+    for step in range(1, steps + 1):
+        with (folder / f"step-{step:06d}.jsonl").open("w", encoding="utf-8") as f:
+            for group in range(groups):
+                for task in range(tasks):
+                    row = {**train_episode(step, group, task).to_dict(), "step": step, "group": group}
+                    f.write(json.dumps(row) + "\n")
+    return run_dir
+
+
+def injection_episode() -> Episode:
+    """An episode whose question, action, documents and answer carry markup and script."""
+    observation = (
+        f"Doc 1(Title: Evil {INJECTION}) A document containing {INJECTION} as text.\nDoc 2(Title: Fine) ok"
+    )
+    turns = [
+        Turn(
+            f"<search> {INJECTION} </search>",
+            f"\n\n<information>{observation}</information>\n\n",
+            0.0,
+            "search",
+            None,
+            {"outcome": 0.0},
+            obs_tokens=30,
+            query=INJECTION,
+            doc_ids=["evil", "fine"],
+        ),
+        Turn(f"<answer> {INJECTION} </answer>", "", 0.0, "answer", None, {"outcome": 0.0}),
+    ]
+    return Episode(
+        "evil-1",
+        f"Who wrote {INJECTION}?",
+        [INJECTION],
+        {"hops": 1},
+        turns,
+        INJECTION,
+        n_searches=1,
+        obs_tokens=30,
+        terminated=True,
+        evidence=["evil"],
+    )
+
+
+def write_injection_run(out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "evil.jsonl").write_text(json.dumps(injection_episode().to_dict()) + "\n", encoding="utf-8")
+    (out / "metrics.json").write_text(
+        json.dumps({"env": INJECTION, "agents": {"evil": {}}}), encoding="utf-8"
+    )
+    return out
+
+
+def write_sweep(out: Path, episodes_from: Path) -> Path:
+    """sweep.json for two agents whose episodes are copied from an eval directory."""
+    out.mkdir(parents=True, exist_ok=True)
+    agents = {}
+    for name, accuracy, searches in (("oracle", 1.0, 2.5), ("heuristic", 0.2, 1.0)):
+        (out / f"{name}.jsonl").write_bytes((episodes_from / f"{name}.jsonl").read_bytes())
+        agents[name] = {
+            "accuracy": accuracy,
+            "f1": accuracy,
+            "searches": searches,
+            "turns": searches + 1,
+            "reward": accuracy,
+            "pareto": True,
+        }
+    weights = [{"lambda": 0.0, "best": "oracle"}, {"lambda": 0.5, "best": "heuristic"}]
+    report = {
+        "mode": "evaluate",
+        "env": "searchgym/FictionalQA-BM25-v0",
+        "n": 6,
+        "agents": agents,
+        "front": ["heuristic", "oracle"],
+        "weights": weights,
+    }
+    (out / "sweep.json").write_text(json.dumps(report), encoding="utf-8")
+    return out
