@@ -54,13 +54,15 @@ def test_quickstart_main_job_runs(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "step-000001" / "model.safetensors").is_file()
 
 
-def test_usage_example_runs(capsys):
-    block = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+def test_usage_example_runs_and_prints_what_the_readme_says(capsys):
+    block = readme_block("Use it", "python")
     namespace: dict = {}
     exec(compile(block, "README.md", "exec"), namespace)
     info = namespace["info"]
-    assert namespace["terminated"] and info["n_searches"] == 1 and info["em"] in (0.0, 1.0)
-    assert capsys.readouterr().out.startswith(info["prediction"])
+    assert namespace["terminated"] and info["n_searches"] == 2 and info["em"] == 1.0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[1:4]] == ["search", "search", "answer"]
+    assert lines[-1] == block.split("# ")[-1].strip()  # the output the block's last comment shows
 
 
 def readme_block(heading: str, language: str, index: int = 0) -> str:
@@ -92,3 +94,28 @@ def test_your_own_env_agent_and_reward_run_as_written(tmp_path, tiny_llama_dir):
     assert "after GRPO" in result.stdout
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "mylab" / "metrics.jsonl").open()]
     assert any("reward/short_answer" in row for row in metrics)  # the user's term, logged as a component
+
+
+def test_your_own_env_stops_an_agent_that_never_answers():
+    """The custom env of the README, as written, under an agent that only ever searches: every
+    episode ends, truncated at the default 8 turns (an env without a turn limit would hang)."""
+    import gymnasium as gym
+
+    from searchgym.agents import run_episodes
+    from searchgym.registry import REWARDS
+
+    class NeverAnswers:
+        def reset(self, info):
+            pass
+
+        def act(self, observation):
+            return "<search> one more search </search>"
+
+    exec(compile(readme_block("Your own env, agent and reward", "python"), "README.md", "exec"), {})
+    try:
+        env = gym.make("mylab/History-v0")
+        episodes = run_episodes(lambda: gym.make("mylab/History-v0"), NeverAnswers, env.unwrapped.tasks)
+        assert [(ep.truncated, ep.n_turns, ep.prediction) for ep in episodes] == [(True, 8, None)] * 3
+    finally:
+        del gym.registry["mylab/History-v0"]
+        del REWARDS._specs["short_answer"]
