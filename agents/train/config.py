@@ -49,6 +49,11 @@ class GRPOConfig:
     """Tokens the policy may write per turn."""
     temperature: float = 1.0
     top_p: float = 1.0
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: drop groups whose rewards are all equal (no gradient) and play
+    further tasks until the step has ``tasks_per_step`` informative groups."""
+    max_refill_rounds: int = 3
+    """Dynamic sampling: at most this many extra rounds of tasks per step."""
     rollout_engine: RolloutEngine = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
 
@@ -153,12 +158,13 @@ class GRPOConfig:
                 self.eval_every,
                 self.warm_start_episodes,
                 self.log_episodes,
+                self.max_refill_rounds,
             )
             < 0
         ):
             raise ConfigError(
-                "kl_coef, info_gain, lr, eval_tasks, eval_every, warm_start_episodes and log_episodes "
-                "must be >= 0"
+                "kl_coef, info_gain, lr, eval_tasks, eval_every, warm_start_episodes, log_episodes and "
+                "max_refill_rounds must be >= 0"
             )
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         from searchgym.agents.registry import is_policy_agent

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from searchgym.agents.train.advantages import degenerate_groups
 from searchgym.errors import ConfigError
 from searchgym.stats import bootstrap_ci, paired_bootstrap_ci
 
@@ -101,6 +102,43 @@ def play_groups(
             raise ConfigError(f"GRPO trains a local model; policy {policy.name!r} returned no tokens")
         episodes[i] = episode
     return [episodes[g * cfg.group_size : (g + 1) * cfg.group_size] for g in range(len(tasks))]
+
+
+def play_step(
+    policy: Any, envs: Sequence[Any], train_tasks: Sequence[Any], step: int, cfg: GRPOConfig, accelerator: Any
+) -> tuple[list[list[Any]], dict[str, float]]:
+    """The groups step ``step`` learns from, and how many were played. Without dynamic sampling,
+    the step's tasks (`step_tasks`). With it (DAPO), groups whose rewards are all equal carry no
+    gradient and are dropped, and further tasks (drawn by step and round, so a resumed run draws
+    the same) are played in up to ``max_refill_rounds`` rounds until the step has as many
+    informative groups as tasks."""
+    tasks = step_tasks(train_tasks, step, cfg, accelerator)
+    seed = step_seed(cfg, step, accelerator)
+    groups = play_groups(policy, envs, tasks, cfg, seed)
+    played, degenerate = len(groups), sum(map(is_degenerate, groups))
+    if cfg.dynamic_sampling:
+        kept = [g for g in groups if not is_degenerate(g)]
+        for round_ in range(1, cfg.max_refill_rounds + 1):
+            missing = len(tasks) - len(kept)
+            if missing <= 0:
+                break
+            rng = torch.Generator().manual_seed(seed * 31 + round_)
+            extra = [train_tasks[int(i)] for i in torch.randint(len(train_tasks), (missing,), generator=rng)]
+            more = play_groups(policy, envs[: missing * cfg.group_size], extra, cfg, seed + round_ * 104_729)
+            played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
+            kept += [g for g in more if not is_degenerate(g)]
+        groups = kept[: len(tasks)] or groups  # none informative: learn nothing from the step's own
+    metrics = {
+        "rollout/degenerate_groups": degenerate / played,
+        "rollout/groups_played": float(played),
+        "rollout/groups_trained": float(len(groups)),
+    }
+    return groups, metrics
+
+
+def is_degenerate(group: Sequence[Any]) -> bool:
+    """All episodes of the group earned the same reward: its advantages are all zero."""
+    return bool(degenerate_groups(torch.tensor([[ep.total_reward for ep in group]], dtype=torch.float64))[0])
 
 
 def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str, Any]:

@@ -111,12 +111,10 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     bar = tqdm(total=cfg.steps, initial=start_step, desc="GRPO", disable=not (cfg.progress and main))
     for step in range(start_step, cfg.steps):
         tick = time.perf_counter()
-        tasks = episodes.step_tasks(train_tasks, step, cfg, accelerator)
-        groups = episodes.play_groups(
-            rollout_policy, envs, tasks, cfg, seed=episodes.step_seed(cfg, step, accelerator)
-        )
+        groups, played = episodes.play_step(rollout_policy, envs, train_tasks, step, cfg, accelerator)
         rollout_s = time.perf_counter() - tick
         samples, metrics = score_groups(groups, cfg, model, tokenizer, envs[0].unwrapped.protocol)
+        metrics |= played
         for _ in range(cfg.updates_per_step):
             metrics |= update(
                 wrapped, ref_model, optimizer, samples, cfg, accelerator, tokenizer.pad_token_id
@@ -198,7 +196,7 @@ def score_groups(groups: list[list[Any]], cfg: GRPOConfig, model: Any, tokenizer
         "rollout/invalid_rate": sum(ep.n_invalid for ep in flat) / max(sum(ep.n_turns for ep in flat), 1),
         "rollout/truncated": mean([ep.truncated for ep in flat]),
         "rollout/response_tokens": mean([sum(s.mask) for s in samples]),
-        "rollout/degenerate_groups": float(degenerate_groups(rewards).double().mean()),
+        "rollout/degenerate_trained": float(degenerate_groups(rewards).double().mean()),
     }
     if gains is not None:
         metrics["reward/info_gain"] = mean([sum(g) for g in gains])

@@ -181,3 +181,39 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
     assert metrics["reward/total"] == (1.0 + 2.0 * 0.5 + 0.0 + 2.0 * 0.25) / 2
     assert metrics["reward/info_gain"] == 0.375
     assert [t.info_gain for t in groups[0][0].turns] == [0.5, None]
+
+
+def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
+    """Groups whose rewards are all equal are dropped and further tasks played, in bounded rounds;
+    the extra tasks follow from the step, so a resumed run draws the same."""
+    from types import SimpleNamespace
+
+    from searchgym.agents.train import episodes
+    from searchgym.agents.train.config import GRPOConfig
+
+    # rewards of each group played, in order: step tasks (2 groups), then refills
+    script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    played = []
+
+    def play_groups(policy, envs, tasks, cfg, seed):
+        played.append([t for t in tasks])
+        return [[SimpleNamespace(total_reward=r) for r in next(script)] for _ in tasks]
+
+    monkeypatch.setattr(episodes, "play_groups", play_groups)
+    accelerator = SimpleNamespace(process_index=0, num_processes=1)
+    cfg = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, max_refill_rounds=2)
+    tasks = list(range(10))
+    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, cfg, accelerator)
+    assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
+    assert metrics == {"rollout/degenerate_groups": 0.5, "rollout/groups_played": 4.0,
+                       "rollout/groups_trained": 2.0}  # fmt: skip
+    assert [len(t) for t in played] == [2, 1, 1]  # one refill per round while a group was missing
+    first, played[:] = list(played), []
+    script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    episodes.play_step(None, [None] * 4, tasks, 3, cfg, accelerator)
+    assert played == first  # the same tasks, refills included
+
+    off = GRPOConfig(tasks_per_step=2, group_size=2)
+    script = iter([[1.0, 1.0], [0.0, 1.0]])
+    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, off, accelerator)
+    assert len(groups) == 2 and metrics["rollout/degenerate_groups"] == 0.5
