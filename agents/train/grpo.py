@@ -1,7 +1,8 @@
 """GRPO for multi-turn search agents: one step reads top to bottom in `train`.
 
 One step: take the next ``tasks_per_step`` training tasks, play ``group_size`` sampled episodes of
-each (all envs batched into one generation call per turn, `episodes.play_groups`), score them
+each (all envs batched into one generation call per turn; with dynamic sampling, groups without
+signal are replaced by new tasks: `episodes.play_step`), score them
 (`score_groups`: the env's reward terms, plus information gain, turned into per-token advantages
 within each group), and take one optimizer step (`update`) on the clipped policy-gradient loss
 over the policy's own tokens (observation, template and self-search information tokens have mask
