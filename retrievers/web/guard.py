@@ -167,7 +167,7 @@ class AddressGuard:
         Nothing is connected to; the only network use is the name lookup."""
         try:
             parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError) as e:
+        except (httpx.InvalidURL, TypeError, UnicodeError) as e:
             raise FetchError(f"refused {url}: not a valid URL ({e})") from e
         if parsed.scheme not in ("http", "https"):
             raise FetchError(f"refused {url}: only http and https URLs can be opened")
