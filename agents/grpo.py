@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 
 from searchgym.agents.scoring import target_logits
+from searchgym.config_types import check_field_types, parse_yaml, read_yaml
 from searchgym.envs.registry import check_rewards
 from searchgym.errors import ConfigError
 
@@ -126,11 +127,14 @@ class GRPOConfig:
     """The newest checkpoints kept; step 0 (the start of GRPO, the KL reference) is kept besides."""
     resume: bool = False
     """Continue from the newest checkpoint in ``run_dir``."""
+    overwrite: bool = False
+    """Start afresh in a ``run_dir`` that holds checkpoints (its later checkpoints are deleted)."""
     tensorboard: bool | None = None
     """None: log to TensorBoard when it is installed."""
     progress: bool = True
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         _check_choice("advantage", self.advantage, Advantage)
         _check_choice("loss_aggregation", self.loss_aggregation, Aggregation)
         _check_choice("rollout_engine", self.rollout_engine, RolloutEngine)
@@ -200,12 +204,10 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     >>> load_config(None, ["steps=3", "rewards={per_search: 0.1}"]).rewards
     {'per_search': 0.1}
     """
-    import yaml
-
     values: dict[str, Any] = {}
     if path is not None:
         try:
-            values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            values = read_yaml(path) or {}
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist") from None
         if not isinstance(values, dict):
@@ -214,7 +216,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"overrides look like key=value, got {item!r}")
-        values[key.strip()] = yaml.safe_load(raw)
+        values[key.strip()] = parse_yaml(raw, f"--set {key.strip()}")
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -470,9 +472,11 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     from searchgym.agents import train_episodes as episodes
     from searchgym.agents.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
     from searchgym.agents.train_log import MetricsLog
+    from searchgym.run_dir import claim_run_dir
 
     start_time = time.perf_counter()
     run_dir = Path(cfg.run_dir)
+    _lock = claim_run_dir(run_dir, resume=cfg.resume, overwrite=cfg.overwrite)  # held until train returns
     accelerator = Accelerator(
         cpu=not torch.cuda.is_available(), mixed_precision="bf16" if _use_bf16(cfg) else "no"
     )

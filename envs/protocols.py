@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from searchgym.envs.tools import ANSWER, SEARCH, Action, Invalid, Tool, ToolCall
+from searchgym.errors import ConfigError
 
 MAX_ACTION_CHARS = 20_000
 DEFAULT_GOAL = "Answer the given question."
@@ -270,5 +271,5 @@ def make_protocol(
     try:
         cls = PROTOCOLS[name]
     except KeyError:
-        raise ValueError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+        raise ConfigError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
     return cls(tools, goal=goal)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from searchgym.config_types import check_field_types
 from searchgym.errors import ConfigError
 from searchgym.tasks.metrics import cover_em, exact_match, f1
 
@@ -39,6 +40,7 @@ class RewardWeights:
     """Charge the cost only on an exactly correct answer (LightSearcher), at the answer step."""
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.outcome_metric not in _METRICS:
             raise ConfigError(
                 f"outcome_metric must be one of {sorted(_METRICS)}, got {self.outcome_metric!r}"

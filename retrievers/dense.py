@@ -240,7 +240,9 @@ class Dense:
         encoder = Encoder(encoder) if isinstance(encoder, str) else encoder
         source = _corpus_source(corpus)
         resuming = (shards / MANIFEST).is_file() and (work / DOCS_FILE).is_file()
-        if not resuming and not write_docstore(read_corpus(corpus), work, show_progress=show_progress):
+        if not resuming and not write_docstore(
+            read_corpus(corpus, unique_ids=False), work, show_progress=show_progress
+        ):
             raise ValueError(f"cannot build a dense index from an empty corpus ({corpus})")
         store = DocStore(work)
         embed_shards(

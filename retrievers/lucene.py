@@ -289,7 +289,7 @@ class Lucene:
         java = _start_java(jvm_options)
         out = Path(out)
         with staged(out) as tmp:
-            n_docs = _index(java, read_corpus(corpus), tmp / _INDEX, threads, show_progress)
+            n_docs = _index(java, read_corpus(corpus, unique_ids=False), tmp / _INDEX, threads, show_progress)
             write_meta(tmp, _meta(n_docs, k1, b))
         return cls(java, out / _INDEX, {"k1": k1, "b": b}, threads=threads)
 
