@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from searchgym.config_types import check_int
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.reader import generator_prompt, parse_reply
 from searchgym.envs.rewards import RewardWeights, search_cost
@@ -122,9 +123,9 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         generator_params: SamplingParams = GENERATOR_PARAMS,
     ) -> None:
         if not tasks:
-            raise ValueError("PlannerEnv needs at least one task")
-        if top_k < 1 or max_obs_tokens < 1:
-            raise ValueError(f"top_k and max_obs_tokens must be positive, got {top_k}, {max_obs_tokens}")
+            raise ConfigError("PlannerEnv needs at least one task")
+        check_int("top_k", top_k)
+        check_int("max_obs_tokens", max_obs_tokens)
         if not isinstance(generator, TextGenerator):
             raise ConfigError(
                 f"the generator must have chat(conversations, params) (a searchgym TextGenerator, e.g. a "

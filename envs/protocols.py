@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Sequence
 
 from searchgym.envs.tools import ANSWER, SEARCH, Action, Invalid, Tool, ToolCall
+from searchgym.errors import ConfigError
 
 MAX_ACTION_CHARS = 20_000
 DEFAULT_GOAL = "Answer the given question."
@@ -228,21 +230,36 @@ class ToolCallsProtocol(ActionProtocol):
         body = calls[0].group(1).strip()
         if "<tool_call>" in body:
             return Invalid("calls cannot be nested: a <tool_call> is inside another")
-        try:
-            payload = json.loads(body)
-        except json.JSONDecodeError as e:
-            return Invalid(f"the tool call is not valid JSON ({e.msg})")
+        payload = _loads(body)
+        if isinstance(payload, Invalid):
+            return Invalid(f"the tool call is not valid JSON ({payload.reason})")
         if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
             return Invalid('the tool call must be a JSON object with a "name" string')
         arguments = payload.get("arguments", {})
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
+            arguments = _loads(arguments)
+            if isinstance(arguments, Invalid):
                 return Invalid('"arguments" is a string that is not valid JSON')
         if not isinstance(arguments, dict):
             return Invalid('"arguments" must be a JSON object')
         return self._call(payload["name"], arguments, len(calls) - 1)
+
+
+def _loads(text: str) -> object:
+    """``json.loads(text)``, or `Invalid` saying why not: bad JSON, nesting deeper than Python's
+    recursion limit, or an integer longer than Python converts (4,300 digits).
+
+    >>> _loads('[[1]]'), _loads('[' * 5000).reason
+    ([[1]], 'nested too deeply')
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        return Invalid(e.msg)
+    except RecursionError:
+        return Invalid("nested too deeply")
+    except ValueError as e:  # int() refuses a number over sys.get_int_max_str_digits() digits
+        return Invalid(f"a number has more than {sys.get_int_max_str_digits()} digits ({type(e).__name__})")
 
 
 PROTOCOLS: dict[str, type[ActionProtocol]] = {"tags": TagsProtocol, "tool_calls": ToolCallsProtocol}
@@ -254,5 +271,5 @@ def make_protocol(
     try:
         cls = PROTOCOLS[name]
     except KeyError:
-        raise ValueError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+        raise ConfigError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
     return cls(tools, goal=goal)

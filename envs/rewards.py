@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from searchgym.config_types import check_field_types
 from searchgym.errors import ConfigError
 from searchgym.registry import REWARDS
 from searchgym.tasks.metrics import cover_em, exact_match, f1
@@ -43,6 +44,7 @@ class RewardWeights:
     ``name`` is a registered reward function (``searchgym.list_rewards()``) or ``module:attr``."""
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.outcome_metric not in _METRICS:
             raise ConfigError(
                 f"outcome_metric must be one of {sorted(_METRICS)}, got {self.outcome_metric!r}"

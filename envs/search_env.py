@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from searchgym.config_types import check_int
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.text_env import MAX_OBSERVATION_CHARS as MAX_OBSERVATION_CHARS
 from searchgym.envs.text_env import RetrieverEnv
 from searchgym.envs.tools import ToolCall
+from searchgym.errors import ConfigError
 from searchgym.retrievers.base import Retriever
 from searchgym.tasks.task import Task
 
@@ -39,9 +41,9 @@ class SearchEnv(RetrieverEnv):
         rewards: RewardWeights | None = None,
     ) -> None:
         if not tasks:
-            raise ValueError("SearchEnv needs at least one task")
-        if top_k < 1 or max_obs_tokens < 1:
-            raise ValueError(f"top_k and max_obs_tokens must be positive, got {top_k}, {max_obs_tokens}")
+            raise ConfigError("SearchEnv needs at least one task")
+        check_int("top_k", top_k)
+        check_int("max_obs_tokens", max_obs_tokens)
         protocol = make_protocol(protocol) if isinstance(protocol, str) else protocol
         unsupported = {t.name for t in protocol.tools} - {"search", "answer"}
         if unsupported:

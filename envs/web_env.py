@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
+from searchgym.config_types import check_int
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.rewards import RewardWeights, search_cost
 from searchgym.envs.text_env import MAX_OBSERVATION_CHARS as MAX_OBSERVATION_CHARS
@@ -20,7 +21,7 @@ from searchgym.envs.web_tools import (
     paginate,
     split_page_url,
 )
-from searchgym.errors import RetrieverError
+from searchgym.errors import ConfigError, RetrieverError
 from searchgym.retrievers.web import Page, PageSource, WebSearcher
 from searchgym.retrievers.web.extract import extract
 from searchgym.tasks.task import Task
@@ -73,9 +74,9 @@ class WebEnv(TextEnv):
         evidence_urls: Mapping[str, str] | None = None,
     ) -> None:
         if not tasks:
-            raise ValueError("WebEnv needs at least one task")
-        if top_k < 1 or page_tokens < 20:
-            raise ValueError(f"top_k must be >= 1 and page_tokens >= 20, got {top_k}, {page_tokens}")
+            raise ConfigError("WebEnv needs at least one task")
+        check_int("top_k", top_k)
+        check_int("page_tokens", page_tokens, 20)
         protocol = make_protocol(protocol, WEB_TOOLS) if isinstance(protocol, str) else protocol
         unsupported = {t.name for t in protocol.tools} - {t.name for t in WEB_TOOLS}
         if unsupported:

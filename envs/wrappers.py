@@ -6,6 +6,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from searchgym.config_types import check_int
+
 
 class TurnLimit(gym.Wrapper[str, str, str, str]):
     """Truncate an episode after ``max_turns`` steps.
@@ -15,8 +17,7 @@ class TurnLimit(gym.Wrapper[str, str, str, str]):
     """
 
     def __init__(self, env: gym.Env[str, str], max_turns: int) -> None:
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        check_int("max_turns", max_turns)
         super().__init__(env)
         self.max_turns = max_turns
         self._turns = 0

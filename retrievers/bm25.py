@@ -30,7 +30,7 @@ from searchgym.errors import ConfigError
 from searchgym.retrievers.analysis import LUCENE_STOPWORDS, LuceneAnalyzer
 from searchgym.retrievers.base import Doc, check_batch
 from searchgym.retrievers.corpus import read_corpus, write_corpus
-from searchgym.retrievers.index import read_meta, write_meta
+from searchgym.retrievers.index import read_meta, staged, write_meta
 
 _DOCS = "docs.jsonl"
 _INDEX = "bm25s"
@@ -113,11 +113,11 @@ class BM25:
         return cls.build(read_corpus(path), **kwargs)
 
     def save(self, directory: str | os.PathLike) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self._index.save(str(directory / _INDEX), show_progress=False)
-        write_corpus(self._docs, directory / _DOCS)
-        write_meta(directory, {"kind": "bm25", "backend": "bm25s", "n_docs": len(self._docs), **self.params})
+        """Save to ``directory``, replacing an index there whole or not at all (`staged`)."""
+        with staged(directory) as tmp:
+            self._index.save(str(tmp / _INDEX), show_progress=False)
+            write_corpus(self._docs, tmp / _DOCS)
+            write_meta(tmp, {"kind": "bm25", "backend": "bm25s", "n_docs": len(self._docs), **self.params})
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, mmap: bool = False) -> BM25:

@@ -25,6 +25,8 @@ def doc_from_row(row: dict) -> Doc:
     """
     if "id" not in row:
         raise ConfigError(f"corpus row has no 'id' field: {sorted(row)}")
+    if isinstance(row["id"], bool) or not isinstance(row["id"], str | int) or not str(row["id"]).strip():
+        raise ConfigError(f"corpus row has id {row['id']!r}; ids must be non-empty strings or integers")
     if "contents" in row and "text" not in row:
         title, _, text = str(row["contents"]).partition("\n")
         title = title.strip()
@@ -39,25 +41,59 @@ def doc_from_row(row: dict) -> Doc:
     return Doc(id=str(row["id"]), title=str(row.get("title", "")), text=str(row["text"]))
 
 
-def read_corpus(path: str | os.PathLike) -> Iterator[Doc]:
-    """Stream the documents of a JSONL corpus file, in file order."""
+def read_corpus(path: str | os.PathLike, *, unique_ids: bool = True) -> Iterator[Doc]:
+    """Stream the documents of a JSONL corpus file, in file order. Any row that cannot be read
+    (not UTF-8, not JSON, nested too deeply, a number of thousands of digits, no id or text, an
+    empty or null id, an id seen before with ``unique_ids``) is a `ConfigError` naming its line;
+    a file without documents is one too. ``unique_ids`` False leaves duplicates to the caller
+    (a `DocStore` finds them without holding every id in a dict)."""
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"corpus file {path} does not exist")
+    seen: dict[str, int] = {}
+    n_docs = 0
     with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+        lineno = 0
+        while True:
+            try:
+                line = f.readline()
+            except UnicodeDecodeError as e:
+                raise ConfigError(
+                    f"{path}:{lineno + 1}: not UTF-8 text (byte {e.start}); save it as UTF-8"
+                ) from None
+            if not line:
+                break
+            lineno += 1
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-            if not isinstance(row, dict):
-                raise ConfigError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            try:
-                yield doc_from_row(row)
-            except ConfigError as e:
-                raise ConfigError(f"{path}:{lineno}: {e}") from None
+            doc = _parse_line(line, f"{path}:{lineno}")
+            if unique_ids:
+                first = seen.setdefault(doc.id, lineno)
+                if first != lineno:
+                    raise ConfigError(
+                        f"{path}:{lineno}: id {doc.id!r} is already on line {first}; ids must be unique"
+                    )
+            n_docs += 1
+            yield doc
+    if not n_docs:
+        raise ConfigError(f"{path} is an empty corpus (no documents); write one JSON object per line")
+
+
+def _parse_line(line: str, where: str) -> Doc:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: the JSON is nested too deeply") from None
+    except ValueError as e:  # an integer longer than Python converts
+        raise ConfigError(f"{where}: {' '.join(str(e).split(';')[0].split())}") from None
+    if not isinstance(row, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    try:
+        return doc_from_row(row)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def write_corpus(docs: Iterable[Doc], path: str | os.PathLike) -> int:

@@ -29,7 +29,7 @@ from searchgym.retrievers.corpus import read_corpus
 from searchgym.retrievers.docstore import DOCS_FILE, DocStore, write_docstore
 from searchgym.retrievers.embeddings import MANIFEST, embed_shards, iter_shards, sample_rows
 from searchgym.retrievers.encoders import DEFAULT_ENCODER, Encoder
-from searchgym.retrievers.index import read_meta, write_meta
+from searchgym.retrievers.index import META_FILE, check_out_dir, read_meta, replace_dir, staged, write_meta
 
 logger = logging.getLogger(__name__)
 
@@ -232,14 +232,19 @@ class Dense:
         halves their size on disk.
         """
         params = {"index": index, **_index_params(index, index_params)}
-        out = Path(out)
-        shards = out / _EMBEDDINGS
+        out = check_out_dir(out)
+        # a build works in ``out`` until it writes the manifest; over a complete index it works
+        # in a sibling that replaces ``out`` at the end, so the old index serves until then
+        work = out.with_name(f".{out.name}.rebuild") if (out / META_FILE).is_file() else out
+        shards = work / _EMBEDDINGS
         encoder = Encoder(encoder) if isinstance(encoder, str) else encoder
         source = _corpus_source(corpus)
-        resuming = (shards / MANIFEST).is_file() and (out / DOCS_FILE).is_file()
-        if not resuming and not write_docstore(read_corpus(corpus), out, show_progress=show_progress):
+        resuming = (shards / MANIFEST).is_file() and (work / DOCS_FILE).is_file()
+        if not resuming and not write_docstore(
+            read_corpus(corpus, unique_ids=False), work, show_progress=show_progress
+        ):
             raise ValueError(f"cannot build a dense index from an empty corpus ({corpus})")
-        store = DocStore(out)
+        store = DocStore(work)
         embed_shards(
             store,
             encoder,
@@ -255,23 +260,35 @@ class Dense:
             built.train(sample_rows(shards, _training_sample(params), params["seed"]))
         for vectors in tqdm(iter_shards(shards), desc="indexing", unit=" shards", disable=not show_progress):
             built.add(vectors)
-        dense = cls(built, store, encoder, params)
-        dense.batch_size = batch_size
-        dense.save(out)
         if not keep_embeddings:
             shutil.rmtree(shards)
+        cls(built, store, encoder, params).save(work)  # the manifest last: now the index is complete
+        store.close()
+        if work != out:
+            replace_dir(work, out)
+        dense = cls(built, DocStore(out), encoder, params)
+        dense.batch_size = batch_size
         return dense
 
     def save(self, directory: str | os.PathLike) -> None:
-        faiss = _faiss()
+        """Save to ``directory``, replacing an index there whole or not at all (`staged`); an index
+        whose documents are already in ``directory`` (a streaming build) gets its FAISS index and
+        manifest written beside them."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        if isinstance(self._docs, DocStore) and self._docs.path == directory / DOCS_FILE:
+            self._write_index(directory)
+            return
+        with staged(directory) as tmp:
+            write_docstore(self._docs, tmp)
+            self._write_index(tmp)
+
+    def _write_index(self, directory: Path) -> None:
+        """The FAISS index and, last, the manifest, beside the documents in ``directory``."""
+        faiss = _faiss()
         index = self._index
         if hasattr(faiss, "index_gpu_to_cpu") and "Gpu" in type(index).__name__:
             index = faiss.index_gpu_to_cpu(index)
         faiss.write_index(index, str(directory / _INDEX))
-        if not (isinstance(self._docs, DocStore) and self._docs.path == directory / DOCS_FILE):
-            write_docstore(self._docs, directory)
         meta = {
             "kind": "dense",
             "backend": "faiss",

@@ -21,6 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from searchgym.errors import ConfigError, DataNotFoundError, DependencyNotInstalled
+from searchgym.hub import local_files_only
 
 logger = logging.getLogger(__name__)
 
@@ -142,9 +143,10 @@ class Encoder:
                 f"cannot load encoder {self.name!r}: the directory {path} holds no config.json; give a "
                 "directory written by save_pretrained, or a hub id"
             )
+        local = Path(path).is_dir() or local_files_only()  # offline: fail now, not after the hub's retries
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModel.from_pretrained(path).to(self.device).eval()
+            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local)
+            self.model = AutoModel.from_pretrained(path, local_files_only=local).to(self.device).eval()
         except OSError as e:
             raise DataNotFoundError(
                 f"cannot load encoder {self.name!r} ({e}); give a local model directory, or a hub id "

@@ -46,7 +46,7 @@ from searchgym.errors import (
 )
 from searchgym.retrievers.base import Doc, check_batch
 from searchgym.retrievers.corpus import doc_from_row, read_corpus
-from searchgym.retrievers.index import META_FILE, read_meta, write_meta
+from searchgym.retrievers.index import META_FILE, read_meta, staged, write_meta
 
 logger = logging.getLogger(__name__)
 
@@ -288,21 +288,20 @@ class Lucene:
         _check_threads(threads)
         java = _start_java(jvm_options)
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        n_docs = _index(java, read_corpus(corpus), out / _INDEX, threads, show_progress)
-        write_meta(out, _meta(n_docs, k1, b))
+        with staged(out) as tmp:
+            n_docs = _index(java, read_corpus(corpus, unique_ids=False), tmp / _INDEX, threads, show_progress)
+            write_meta(tmp, _meta(n_docs, k1, b))
         return cls(java, out / _INDEX, {"k1": k1, "b": b}, threads=threads)
 
     def save(self, directory: str | os.PathLike) -> None:
         """Write the index to ``directory/lucene`` and its description to ``searchgym.json``."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        target = directory / _INDEX
-        if target.resolve() != self._path.resolve():
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(self._path, target)
-        write_meta(directory, _meta(self._n_docs, **self.params))
+        if (directory / _INDEX).resolve() == self._path.resolve():  # its own folder: new parameters
+            write_meta(directory, _meta(self._n_docs, **self.params))
+            return
+        with staged(directory) as tmp:  # an index there is replaced whole or not at all
+            shutil.copytree(self._path, tmp / _INDEX)
+            write_meta(tmp, _meta(self._n_docs, **self.params))
 
     @classmethod
     def load(

@@ -28,6 +28,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.hub import local_files_only
 from searchgym.retrievers.base import Doc, Retriever, check_batch
 
 
@@ -105,9 +106,10 @@ class Rerank:
                 f"cannot load cross-encoder {name!r}: there is no directory {path}; {how}"
             )
         source = str(path) if path.is_dir() else name
+        local = path.is_dir() or local_files_only()  # offline: fail now, not after the hub's retries
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForSequenceClassification.from_pretrained(source)
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local)
+            model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=local)
         except OSError as e:
             reason = " ".join(str(e).split())  # transformers' message spans lines
             raise DataNotFoundError(f"cannot load cross-encoder {name!r} ({reason}); {how}") from e

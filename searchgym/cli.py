@@ -7,6 +7,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from searchgym.errors import SearchGymError
 
@@ -14,10 +15,18 @@ COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "plot", "view")
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line: what was wrong and where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="searchgym", description="Environments and training for language-model agents that search."
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"searchgym.commands.{name}").add_parser(sub)
@@ -66,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         import_user_modules(args.imports)
         return args.run(args)
     except SearchGymError as e:
-        print(f"searchgym: error: {e}", file=sys.stderr)
+        if args.debug:
+            raise
+        print(f"searchgym: error: {' '.join(str(e).split())} (--debug shows where)", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -9,6 +9,7 @@ import pytest
 
 def modules() -> list[str]:
     names = ["searchgym", "searchgym.errors", "searchgym.files", "searchgym.plots"]
+    names += ["searchgym.config_types", "searchgym.run_dir", "searchgym.hub", "searchgym.commands.common"]
     for sub in ("envs", "agents", "retrievers", "tasks"):
         package = importlib.import_module(f"searchgym.{sub}")
         names.append(package.__name__)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from searchgym.config_types import check_field_types, parse_yaml, read_yaml
 from searchgym.envs.registry import check_rewards
 from searchgym.errors import ConfigError
 
@@ -112,6 +113,8 @@ class GRPOConfig:
     """The newest checkpoints kept; step 0 (the start of GRPO, the KL reference) is kept besides."""
     resume: bool = False
     """Continue from the newest checkpoint in ``run_dir``."""
+    overwrite: bool = False
+    """Start afresh in a ``run_dir`` that holds checkpoints (its later checkpoints are deleted)."""
     log_episodes: int = 4
     """Rollout episodes saved per step, spread over its groups, under ``run_dir/episodes/`` for
     ``searchgym view`` (0: none)."""
@@ -120,6 +123,7 @@ class GRPOConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         _check_choice("advantage", self.advantage, Advantage)
         _check_choice("loss_aggregation", self.loss_aggregation, Aggregation)
         _check_choice("rollout_engine", self.rollout_engine, RolloutEngine)
@@ -194,12 +198,10 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     >>> load_config(None, ["steps=3", "rewards={per_search: 0.1}"]).rewards
     {'per_search': 0.1}
     """
-    import yaml
-
     values: dict[str, Any] = {}
     if path is not None:
         try:
-            values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            values = read_yaml(path) or {}
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist") from None
         if not isinstance(values, dict):
@@ -208,7 +210,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"overrides look like key=value, got {item!r}")
-        values[key.strip()] = yaml.safe_load(raw)
+        values[key.strip()] = parse_yaml(raw, f"--set {key.strip()}")
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(values) - known)
     if unknown:

@@ -37,6 +37,7 @@ from searchgym.agents.train.loss import LossNorm, Sample, collate, policy_loss, 
 from searchgym.agents.train.metrics_log import MetricsLog, save_step_episodes
 from searchgym.envs.contract import check_trainable_env
 from searchgym.errors import ConfigError
+from searchgym.run_dir import claim_run_dir
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
 
     start_time = time.perf_counter()
     run_dir = Path(cfg.run_dir)
+    _lock = claim_run_dir(run_dir, resume=cfg.resume, overwrite=cfg.overwrite)  # held until train returns
     accelerator = Accelerator(
         cpu=not torch.cuda.is_available(), mixed_precision="bf16" if _use_bf16(cfg) else "no"
     )

@@ -33,8 +33,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
@@ -58,19 +58,33 @@ _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 DNS_TIMEOUT = 5.0
 """Seconds `system_resolver` waits for an answer; the C resolver's own retries can take 30."""
-_DNS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="searchgym-dns")
+_DNS_SLOTS = threading.BoundedSemaphore(4)  # lookups at once; a stuck one holds its slot
 
 
 def system_resolver(host: str, port: int) -> list[str]:
     """Every address ``getaddrinfo`` gives for ``host`` (IPv4 and IPv6), in its order, within
-    `DNS_TIMEOUT` seconds. ``getaddrinfo`` cannot be interrupted, so it runs on a worker thread
-    that is left to finish on its own when the wait is over."""
-    lookup = _DNS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-    try:
-        infos = lookup.result(timeout=DNS_TIMEOUT)
-    except TimeoutError:
-        raise OSError(f"no answer from DNS within {DNS_TIMEOUT:g}s") from None
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+    `DNS_TIMEOUT` seconds. ``getaddrinfo`` cannot be interrupted, so it runs on a daemon thread
+    that is left to finish on its own when the wait is over (and never holds up exit)."""
+    if not _DNS_SLOTS.acquire(timeout=DNS_TIMEOUT):
+        raise OSError(f"no DNS lookup slot free within {DNS_TIMEOUT:g}s")
+    answer: list = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            answer.append(e)
+        finally:
+            _DNS_SLOTS.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="searchgym-dns", daemon=True).start()
+    if not done.wait(DNS_TIMEOUT):
+        raise OSError(f"no answer from DNS within {DNS_TIMEOUT:g}s")
+    if isinstance(answer[0], OSError):
+        raise answer[0]
+    return list(dict.fromkeys(str(info[4][0]) for info in answer[0]))
 
 
 @dataclass(frozen=True)
@@ -167,7 +181,7 @@ class AddressGuard:
         Nothing is connected to; the only network use is the name lookup."""
         try:
             parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError) as e:
+        except (httpx.InvalidURL, TypeError, UnicodeError) as e:
             raise FetchError(f"refused {url}: not a valid URL ({e})") from e
         if parsed.scheme not in ("http", "https"):
             raise FetchError(f"refused {url}: only http and https URLs can be opened")

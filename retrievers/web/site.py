@@ -86,8 +86,12 @@ class FileSource:
             rel += "index.html"
         if "\x00" in rel:
             raise FetchError(f"404 Not Found: {url}")
-        path = (self.root / rel).resolve()
-        if not path.is_relative_to(self.root) or not path.is_file():
+        try:
+            path = (self.root / rel).resolve()
+            found = path.is_relative_to(self.root) and path.is_file()
+        except (OSError, ValueError) as e:  # a name too long for the file system, a lone surrogate
+            raise FetchError(f"404 Not Found: {url} ({type(e).__name__})") from e
+        if not found:
             raise FetchError(f"404 Not Found: {url}")
         return path
 

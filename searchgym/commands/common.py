@@ -6,6 +6,7 @@ import argparse
 import inspect
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -18,7 +19,30 @@ def key_value(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, yaml.safe_load(value)
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError as e:
+        raise argparse.ArgumentTypeError(f"the value of {key} is not valid YAML ({e.problem})") from None
+
+
+def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (no upper bound if None).
+
+    >>> bounded_int(0, 65535)("8000")
+    8000
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
 
 
 def add_env_args(parser: argparse.ArgumentParser, help: str) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.commands.common import add_env_args, file_name, finite, generator_kwargs
+from searchgym.commands.common import add_env_args, bounded_int, file_name, finite, generator_kwargs
 from searchgym.errors import SearchGymError
+from searchgym.files import check_writable_dir
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 _COLUMNS = [
@@ -40,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--n", type=int, default=100, help="number of tasks, sampled without replacement")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-envs", type=int, default=4, help="env-agent pairs played side by side")
+    p.add_argument("--n-envs", type=bounded_int(1), default=4, help="env-agent pairs played side by side")
     p.add_argument(
         "--temperature", type=float, default=0.0, help="language-model agents: 0 is greedy (default)"
     )
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise SearchGymError(f"--n must be at least 1, got {args.n}")
+    out = check_writable_dir(args.out or Path("runs") / "eval" / args.env.replace("/", "_"), "--out")
     env_kwargs = dict(args.env_arg)
     agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -82,7 +84,6 @@ def run(args: argparse.Namespace) -> int:
     n = min(args.n, len(all_tasks))
     picks = np.random.default_rng(args.seed).choice(len(all_tasks), size=n, replace=False)
     tasks = [all_tasks[int(i)] for i in sorted(picks)]
-    out = args.out or Path("runs") / "eval" / args.env.replace("/", "_")
 
     results: dict[str, dict[str, Any]] = {}
     for name in agent_names:

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from searchgym.commands.common import add_env_args, generator_kwargs
+from searchgym.commands.common import add_env_args, bounded_int, generator_kwargs
 from searchgym.errors import SearchGymError
+from searchgym.files import check_writable_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--n", type=int, default=100, help="tasks each agent or trained policy is evaluated on")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-envs", type=int, default=4, help="env-agent pairs played side by side")
+    p.add_argument("--n-envs", type=bounded_int(1), default=4, help="env-agent pairs played side by side")
     p.add_argument(
         "--out", type=Path, default=None, help="output directory (default runs/sweep; train: the run_dir)"
     )
@@ -55,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from searchgym import sweep
 
     weights = sweep.parse_weights(args.weights)
+    if args.out is not None:
+        check_writable_dir(args.out, "--out")
     train_mode = args.config is not None
     if train_mode:
         misplaced = {

@@ -18,6 +18,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--run-dir", default=None, help="where checkpoints, metrics and plots go")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run dir")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in a run dir that holds checkpoints (not --resume)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(run=run)
 
@@ -33,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"run_dir={args.run_dir}")
     if args.resume:
         overrides.append("resume=true")
+    if args.overwrite:
+        overrides.append("overwrite=true")
     if args.no_progress:
         overrides.append("progress=false")
     cfg = load_config(args.config, overrides)

@@ -1,0 +1,138 @@
+"""Check a dataclass's field values against their annotations, so a config read from YAML or the
+command line fails at once with a message naming the field, never deep inside training.
+A leaf module: every layer may import it.
+
+Understood annotations: ``Literal[...]``, ``int`` (not bool), ``float`` (an int is accepted;
+NaN is not), ``bool``, ``str``, ``dict[...]``, ``list[...]`` (with their element types),
+unions (``X | None``, ``Optional[X]``) and ``Any``. Other annotations are not checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+import typing
+from typing import Any, Literal
+
+from searchgym.errors import ConfigError, DataNotFoundError
+
+
+def check_field_types(obj: Any) -> None:
+    """Raise `ConfigError` for the first field of dataclass instance ``obj`` whose value does
+    not match its annotation. Call it first in ``__post_init__``.
+
+    >>> @dataclasses.dataclass
+    ... class Config:
+    ...     steps: int = 1
+    ...     def __post_init__(self):
+    ...         check_field_types(self)
+    >>> Config(steps="abc")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.ConfigError: steps must be an integer, got 'abc' (a str)
+    """
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        expected = hints.get(f.name, Any)
+        if not matches(value, expected):
+            raise ConfigError(
+                f"{f.name} must be {describe(expected)}, got {value!r} (a {type(value).__name__})"
+            )
+
+
+def matches(value: Any, tp: Any) -> bool:
+    """Whether ``value`` is of annotation ``tp`` (see the module docstring).
+
+    >>> matches(3, float), matches(True, int), matches([1, "a"], list[int]), matches(None, int | None)
+    (True, False, False, True)
+    """
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return True
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return any(matches(value, a) for a in args)
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+    if tp is str:
+        return isinstance(value, str)
+    if tp is dict or origin is dict:
+        key, item = args or (Any, Any)
+        return isinstance(value, dict) and all(matches(k, key) and matches(v, item) for k, v in value.items())
+    if tp is list or origin is list:
+        (item,) = args or (Any,)
+        return isinstance(value, list) and all(matches(v, item) for v in value)
+    return True  # an annotation this checker does not know: not checked
+
+
+def describe(tp: Any) -> str:
+    """An annotation in words, for error messages.
+
+    >>> describe(Literal["em", "f1"] | None), describe(dict[str, Any])
+    ("one of 'em', 'f1' or None", 'a mapping')
+    """
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if origin in (typing.Union, types.UnionType):
+        words = [describe(a) for a in args if a is not type(None)]
+        return " or ".join(words + (["None"] if type(None) in args else []))
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if tp in names:
+        return names[tp]
+    if tp is dict or origin is dict:
+        return "a mapping"
+    if tp is list or origin is list:
+        return f"a list, each item {describe(args[0])}" if args and args[0] is not Any else "a list"
+    return getattr(tp, "__name__", str(tp))
+
+
+def check_int(name: str, value: Any, low: int = 1) -> None:
+    """`ConfigError` unless ``value`` is an integer (not a bool) of at least ``low``.
+
+    >>> check_int("top_k", 3)
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """The YAML document in file ``path``; a missing, unreadable, non-UTF-8 or malformed file is
+    a one-line `ConfigError` (`DataNotFoundError` if missing)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise DataNotFoundError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path} ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+
+
+def parse_yaml(text: str, what: str) -> Any:
+    """``text`` read as a YAML value (``what`` names it in the error: e.g. ``--set steps``).
+
+    >>> parse_yaml("{a: [1, 2]}", "x")
+    {'a': [1, 2]}
+    """
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{what}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})") from None

@@ -1,0 +1,262 @@
+"""Every bad input to the CLI exits 2 with one line on stderr that says what was wrong and how to
+fix it, and no traceback (``--debug`` shows one). Run in-process: ``searchgym.cli.main``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from searchgym.cli import main
+from searchgym.retrievers import BM25, Doc
+
+SMALL = ["-E", "n_passages=300"]
+EVAL = ["eval", "--agent", "oracle", "--n", "2", "--no-progress"]
+UNWRITABLE = "/sys/searchgym-test"  # read-only even for root
+
+
+def corpus_rows(rows: list) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows)
+
+
+FILES: dict[str, bytes] = {
+    "malformed.yaml": b"steps: [1, 2\n",
+    "latin1.yaml": "steps: 3  # caf\u00e9\n".encode("latin-1"),
+    "list.yaml": b"- steps\n- 3\n",
+    "badtype.yaml": b"steps: abc\n",
+    "unknown.yaml": b"stepz: 3\n",
+    "empty.jsonl": b"",
+    "blank.jsonl": b"\n\n",
+    "latin1.jsonl": '{"id": "a", "title": "caf\u00e9", "text": "x"}\n'.encode("latin-1"),
+    "nested.jsonl": b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "nested-object.jsonl": b'{"id": "a", "text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+    "hugeint.jsonl": b'{"id": ' + b"9" * 5000 + b', "text": "x"}\n',
+    "notjson.jsonl": b"{id: a}\n",
+    "array.jsonl": b"[1, 2]\n",
+    "noid.jsonl": corpus_rows([{"title": "t", "text": "x"}]),
+    "notext.jsonl": corpus_rows([{"id": "a", "title": "t"}]),
+    "dupids.jsonl": corpus_rows(
+        [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}, {"id": "a", "text": "z"}]
+    ),
+    "nullid.jsonl": corpus_rows([{"id": None, "text": "x"}]),
+    "emptyid.jsonl": corpus_rows([{"id": " ", "text": "x"}]),
+    "listid.jsonl": corpus_rows([{"id": [1], "text": "x"}]),
+    "good.jsonl": corpus_rows([{"id": "a", "title": "Paris", "text": "capital of France"}]),
+    "a-file": b"x",
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bad-input")
+    for name, data in FILES.items():
+        (root / name).write_bytes(data)
+    (root / "not-an-index").mkdir()
+    (root / "not-an-index" / "notes.txt").write_text("mine")
+    (root / "no-metrics").mkdir()
+    run = root / "finished-run" / "checkpoints" / "step-000010"
+    run.mkdir(parents=True)
+    (run / "state.json").write_text("{}")
+    BM25.build([Doc("a", "Paris", "capital")]).save(root / "broken-index")
+    (root / "broken-index" / "docs.jsonl").write_text("")
+    return root
+
+
+# (argv, pattern of the one stderr line); {d} is the folder of FILES
+CASES: list[tuple[list[str], str]] = [
+    # -- the parser
+    ([], "the following arguments are required: command"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["eval", "--n", "abc"], "argument --n: invalid int value: 'abc'"),
+    (["eval", "--seed", "x"], "argument --seed: invalid int value"),
+    (["eval", "--temperature", "hot"], "argument --temperature: invalid float value"),
+    (["eval", "--n-envs", "0"], r"argument --n-envs: must be at least 1, got 0"),
+    (["eval", "--bogus"], "unrecognized arguments: --bogus"),
+    (["eval", "-E", "novalue"], "expected KEY=VALUE, got 'novalue'"),
+    (["eval", "-E", "hops=[1, 2"], "the value of hops is not valid YAML"),
+    (
+        ["serve", "--index", "{d}/x", "--port", "99999"],
+        r"argument --port: must be from 0 to 65535, got 99999",
+    ),
+    (["serve", "--index", "{d}/x", "--port", "-1"], r"argument --port: must be from 0 to 65535"),
+    (["serve", "--index", "{d}/x", "--port", "http"], "argument --port: expected an integer, got 'http'"),
+    (["serve", "--index", "{d}/x", "--topk", "0"], "argument --topk: must be at least 1"),
+    (["serve", "--index", "{d}/x", "--max-results", "0"], "argument --max-results: must be at least 1"),
+    (["serve", "--index", "{d}/x", "--max-body-mb", "0"], "max_body_bytes must be a positive integer"),
+    (["serve"], "the following arguments are required: --index"),
+    (
+        ["index", "build", "--corpus", "{d}/good.jsonl", "--kind", "faiss", "--out", "{d}/o"],
+        "unknown retriever kind .faiss.. Known: bm25",
+    ),
+    (["index", "build", "--out", "{d}/o"], "required: --corpus"),
+    (["index"], "required: index_command"),
+    (["sweep"], "required: --weights"),
+    (["plot"], "required: RUN_DIR"),
+    # -- eval
+    (EVAL[:-2] + ["0"], "--n must be at least 1, got 0"),
+    (EVAL + ["--env", "searchgym/Nope-v0"], "no environment 'searchgym/Nope-v0' is registered"),
+    (EVAL + ["--agent", "oracel"], "unknown agent 'oracel'. Did you mean 'oracle'"),
+    (
+        EVAL + SMALL + ["-E", "protocol=xml"],
+        r"unknown action protocol 'xml'; choose one of \['tags', 'tool_calls'\]",
+    ),
+    (EVAL + SMALL + ["-E", "top_k=-1"], "top_k must be an integer >= 1, got -1"),
+    (EVAL + SMALL + ["-E", "top_k=abc"], "top_k must be an integer >= 1, got 'abc'"),
+    (EVAL + SMALL + ["-E", "max_turns=0"], "max_turns must be an integer >= 1, got 0"),
+    (EVAL + SMALL + ["-E", "max_obs_tokens=0"], "max_obs_tokens must be an integer >= 1"),
+    (EVAL + SMALL + ["-E", "top_kk=2"], r"unknown env option\(s\) \['top_kk'\]"),
+    (EVAL + SMALL + ["-E", "split=nope"], "unknown split 'nope'; choose one of train, dev, test"),
+    (EVAL + SMALL + ["-E", "hops=9"], "hops must be whole numbers from 1 to 4"),
+    (EVAL + ["-E", "n_passages=-5"], "n_passages must be between 300 and 500,000"),
+    (EVAL + SMALL + ["-E", "rewards={per_serch: 1}"], r"unknown reward weight\(s\) \['per_serch'\]"),
+    (EVAL + SMALL + ["-E", "rewards={outcome: x}"], "outcome must be a number, got 'x'"),
+    (EVAL + SMALL + ["-E", "rewards={per_search: -1}"], "per_search is a cost and must be >= 0"),
+    (EVAL + SMALL + ["--simulator", "nocolon"], "--simulator takes BACKEND:MODEL"),
+    (EVAL + SMALL + ["--simulator", "hf:x"], "takes no generator"),
+    (EVAL + SMALL + ["--out", "{d}/a-file"], r"--out .*a-file: .*a-file is a file, not a directory"),
+    (EVAL + SMALL + ["--out", "{d}/a-file/sub"], r"a-file is a file, not a directory; choose another path"),
+    (
+        EVAL + SMALL + ["--out", UNWRITABLE],
+        r"--out /sys/searchgym-test: cannot write in /sys \(Permission denied\)",
+    ),
+    # -- train
+    (["train", "--config", "{d}/missing.yaml"], "config file .*missing.yaml does not exist"),
+    (["train", "--config", "{d}/malformed.yaml"], r"malformed.yaml is not valid YAML: .*line 2"),
+    (
+        ["train", "--config", "{d}/latin1.yaml"],
+        r"latin1.yaml is not UTF-8 text \(byte \d+\); save it as UTF-8",
+    ),
+    (["train", "--config", "{d}/list.yaml"], "must hold a mapping of config keys, got list"),
+    (["train", "--config", "{d}/badtype.yaml"], r"steps must be an integer, got 'abc' \(a str\)"),
+    (["train", "--config", "{d}/unknown.yaml"], r"unknown config key\(s\): stepz \(did you mean steps\?\)"),
+    (["train", "--config", "{d}"], r"cannot read .* \(Is a directory\)"),
+    (["train", "--set", "steps"], "overrides look like key=value, got 'steps'"),
+    (["train", "--set", "steps=abc"], "steps must be an integer, got 'abc'"),
+    (["train", "--set", "steps=[1"], r"--set steps: '\[1' is not valid YAML"),
+    (["train", "--set", "steps=-1"], "steps must be >= 1, got -1"),
+    (["train", "--set", "seed=1.5"], "seed must be an integer, got 1.5"),
+    (["train", "--set", "lr=fast"], "lr must be a number, got 'fast'"),
+    (["train", "--set", "bf16=maybe"], "bf16 must be true or false or None, got 'maybe'"),
+    (["train", "--set", "env_kwargs=3"], "env_kwargs must be a mapping, got 3"),
+    (["train", "--set", "group_size=1"], "group_size must be >= 2"),
+    (["train", "--set", "advantage=ppo"], "advantage must be one of 'grpo', 'dr_grpo', 'stratified', 'igpo'"),
+    (["train", "--set", "temperature=0"], "temperature must be > 0"),
+    (["train", "--set", "rewards={outcome: x}"], "outcome must be a number, got 'x'"),
+    (
+        ["train", "--set", "rewards={outcome_metric: bleu}"],
+        "outcome_metric must be one of 'em', 'f1', 'cover_em'",
+    ),
+    (["train", "--set", "rewards={per_serch: 0.1}"], r"unknown reward weight\(s\) \['per_serch'\]"),
+    (["train", "--set", "warm_start_agent=nope"], "unknown agent .nope.. Known: oracle"),
+    (["train", "--run-dir", "{d}/a-file"], r"--run-dir .*a-file is a file, not a directory"),
+    (["train", "--run-dir", UNWRITABLE], r"--run-dir /sys/searchgym-test: cannot write in /sys"),
+    (["train", "--run-dir", "{d}/no-run", "--resume"], "holds no checkpoint to resume from; drop --resume"),
+    (
+        ["train", "--run-dir", "{d}/finished-run"],
+        r"already holds a run \(checkpoints up to step 10\): add --resume",
+    ),
+    (["train", "--run-dir", "{d}/finished-run", "--resume", "--overwrite"], "give one of them"),
+    # -- index build
+    (
+        ["index", "build", "--corpus", "{d}/missing.jsonl", "--out", "{d}/o"],
+        "corpus file .*missing.jsonl does not exist",
+    ),
+    (["index", "build", "--corpus", "{d}/empty.jsonl", "--out", "{d}/o"], "empty.jsonl is an empty corpus"),
+    (["index", "build", "--corpus", "{d}/blank.jsonl", "--out", "{d}/o"], "blank.jsonl is an empty corpus"),
+    (["index", "build", "--corpus", "{d}/latin1.jsonl", "--out", "{d}/o"], r"latin1.jsonl:1: not UTF-8 text"),
+    (
+        ["index", "build", "--corpus", "{d}/nested.jsonl", "--out", "{d}/o"],
+        "nested.jsonl:1: the JSON is nested too deeply",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/nested-object.jsonl", "--out", "{d}/o"],
+        "nested-object.jsonl:1: .*nested too",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/hugeint.jsonl", "--out", "{d}/o"],
+        r"hugeint.jsonl:1: Exceeds the limit \(4300",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/notjson.jsonl", "--out", "{d}/o"],
+        r"notjson.jsonl:1: not valid JSON",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/array.jsonl", "--out", "{d}/o"],
+        "array.jsonl:1: expected a JSON object, got list",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/noid.jsonl", "--out", "{d}/o"],
+        "noid.jsonl:1: corpus row has no 'id' field",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/notext.jsonl", "--out", "{d}/o"],
+        "has neither 'text' nor 'contents'",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/dupids.jsonl", "--out", "{d}/o"],
+        "dupids.jsonl:3: id 'a' is already on line 1",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/nullid.jsonl", "--out", "{d}/o"],
+        "nullid.jsonl:1: corpus row has id None",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/emptyid.jsonl", "--out", "{d}/o"],
+        "emptyid.jsonl:1: .*non-empty strings",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/listid.jsonl", "--out", "{d}/o"],
+        r"listid.jsonl:1: corpus row has id \[1\]",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/good.jsonl", "--out", "{d}/a-file"],
+        "a-file is a file, not a directory",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/good.jsonl", "--out", "{d}/not-an-index"],
+        "holds files and no searchgym index",
+    ),
+    (["index", "build", "--corpus", "{d}/good.jsonl", "--out", UNWRITABLE], "cannot write in /sys"),
+    (
+        ["index", "build", "--corpus", "{d}/good.jsonl", "--out", "{d}/o", "--shard-size", "5"],
+        "only apply to --kind dense",
+    ),
+    # -- serve, plot, sweep
+    (
+        ["serve", "--index", "{d}/missing-index"],
+        "holds no complete searchgym index .*; build one with searchgym index",
+    ),
+    (["serve", "--index", "{d}/broken-index"], r"incomplete or altered index \(docs.jsonl is 0 bytes"),
+    (["serve", "--index", "{d}/not-an-index"], "holds no complete searchgym index"),
+    (["plot", "{d}/no-metrics"], "no metrics.jsonl in .*no-metrics: is it the --run-dir"),
+    (["sweep", "--weights", "a,b"], "weights"),
+    (
+        ["sweep", "--weights", "0", "--set", "steps=1"],
+        "--set overrides keys of a training config: use it with --config",
+    ),
+    (["sweep", "--weights", "0", "--out", "{d}/a-file"], "a-file is a file, not a directory"),
+]
+
+
+@pytest.mark.parametrize(("argv", "pattern"), CASES, ids=[" ".join(a)[:70] for a, _ in CASES])
+def test_bad_input_exits_2_with_one_line_and_no_traceback(argv, pattern, files, capsys):
+    argv = [a.replace("{d}", str(files)) for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert re.search(pattern, err), err
+
+
+def test_the_table_covers_at_least_60_cases():
+    assert len(CASES) >= 60
+
+
+def test_debug_shows_the_traceback(files):
+    with pytest.raises(Exception, match="top_k must be an integer >= 1"):
+        main(["--debug", *EVAL, *SMALL, "-E", "top_k=-1"])
