@@ -156,10 +156,11 @@ def rollout(
     tasks: Iterable[Task],
     *,
     seed: int = 0,
+    on_turn: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, Episode]]:
     """Play every task once, keeping all env-agent pairs busy; yields ``(task index, episode)``
     as episodes finish, so not necessarily in task order. Task ``i`` is reset with seed
-    ``seed + i``."""
+    ``seed + i``. ``on_turn(n)`` is called after each round in which ``n`` episodes acted."""
     if len(envs) != len(agents) or not envs:
         raise ValueError(f"need as many agents as envs (at least one), got {len(envs)} and {len(agents)}")
     queue = iter(enumerate(tasks))
@@ -172,7 +173,10 @@ def rollout(
             active.append(slot)
     while active:
         still: list[_Slot] = []
-        for slot, action in zip(active, _act(active)):
+        actions = _act(active)
+        if on_turn:
+            on_turn(len(actions))
+        for slot, action in zip(active, actions):
             if not slot.apply(action):
                 still.append(slot)
                 continue
@@ -193,13 +197,15 @@ def run_episodes(
     n_envs: int = 1,
     seed: int = 0,
     on_episode: Callable[[Episode], None] | None = None,
+    on_turn: Callable[[int], None] | None = None,
 ) -> list[Episode]:
-    """Play ``tasks`` with ``n_envs`` env-agent pairs; returns the episodes in task order."""
+    """Play ``tasks`` with ``n_envs`` env-agent pairs; returns the episodes in task order
+    (``on_episode`` is called as each ends, ``on_turn`` as in `rollout`)."""
     envs = [make_env() for _ in range(max(1, min(n_envs, len(tasks))))]
     agents = [make_agent() for _ in envs]
     episodes: list[Episode | None] = [None] * len(tasks)
     try:
-        for i, ep in rollout(envs, agents, tasks, seed=seed):
+        for i, ep in rollout(envs, agents, tasks, seed=seed, on_turn=on_turn):
             episodes[i] = ep
             if on_episode:
                 on_episode(ep)

@@ -13,8 +13,9 @@ from searchgym.agents.policies.base import (
     TokenizedPolicy,
     check_token_prompts,
 )
-from searchgym.agents.policies.models import DEFAULT_MODEL, hub_progress, resolve_model
+from searchgym.agents.policies.models import DEFAULT_MODEL, hub_progress, model_hint, resolve_model
 from searchgym.errors import DataNotFoundError
+from searchgym.hub import local_files_only
 
 
 class _SampledLogprobs:
@@ -94,15 +95,14 @@ class HFPolicy(TokenizedPolicy):
                 f"cannot load model {model!r}: {path} holds no config.json; give a directory written by "
                 "save_pretrained, a hub id, or the offline default 'smollm2-135m-instruct'"
             )
+        local = Path(path).is_dir() or local_files_only()  # offline: fail now, not after the hub's retries
         try:
             with hub_progress(show_progress):
-                self.tokenizer = AutoTokenizer.from_pretrained(path)
-                self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+                self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local)
+                self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
+                self.model = self.model.to(self.device).eval()
         except OSError as e:
-            raise DataNotFoundError(
-                f"cannot load model {model!r} ({e}); give a local directory, a hub id where the hub is "
-                "reachable, or the offline default 'smollm2-135m-instruct'"
-            ) from e
+            raise DataNotFoundError(f"cannot load model {model!r} ({e}); {model_hint(model)}") from e
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"

@@ -11,6 +11,7 @@ Hugging Face model id or a local directory, loaded as transformers does.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 import os
 import shutil
@@ -49,6 +50,22 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 
 def cache_dir() -> Path:
     return Path(os.environ.get("SEARCHGYM_CACHE", Path.home() / ".cache" / "searchgym")) / "models"
+
+
+def model_hint(name: str) -> str:
+    """What to give instead of a model ``name`` that did not load: the close offline alias if
+    there is one, else the kinds of name that work.
+
+    >>> model_hint("smollm2-135m-instrct")
+    "did you mean the offline alias 'smollm2-135m-instruct'?"
+    """
+    close = difflib.get_close_matches(name.lower(), ALIASES, n=1, cutoff=0.8)
+    if close:
+        return f"did you mean the offline alias {close[0]!r}?"
+    return (
+        "give a local directory, a hub id where the hub is reachable, or an offline alias "
+        f"({', '.join(map(repr, ALIASES))})"
+    )
 
 
 def resolve_model(name: str, *, show_progress: bool = False) -> str:

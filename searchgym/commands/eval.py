@@ -7,6 +7,7 @@ import functools
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "searchgym/FictionalQA-Simulated-v0): named as for --agent, e.g. hf:smollm2-135m-instruct (the "
         "same name and --seed as an agent share its loaded model); a noise curriculum stays at step 0",
     )
-    p.add_argument("--out", type=Path, default=None, help="output directory (default runs/eval/ENV)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory (default runs/eval/ENV/YYYYmmdd-HHMMSS, a new one per run)",
+    )
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run)
@@ -71,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise SearchGymError(f"--n must be at least 1, got {args.n}")
-    out = check_writable_dir(args.out or Path("runs") / "eval" / args.env.replace("/", "_"), "--out")
+    default_out = Path("runs") / "eval" / args.env.replace("/", "_") / time.strftime("%Y%m%d-%H%M%S")
+    out = check_writable_dir(args.out or default_out, "--out")
     env_kwargs = dict(args.env_arg)
     agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -87,7 +94,15 @@ def run(args: argparse.Namespace) -> int:
 
     results: dict[str, dict[str, Any]] = {}
     for name in agent_names:
-        with tqdm(total=n, desc=f"{name:>10}", disable=args.no_progress, file=sys.stderr) as bar:
+        with tqdm(
+            total=n, desc=f"{name:>10}", unit="episode", disable=args.no_progress, file=sys.stderr
+        ) as bar:
+            turns = [0]
+
+            def count_turns(acted: int, bar=bar, turns=turns) -> None:
+                turns[0] += acted
+                bar.set_postfix(turns=turns[0], refresh=True)  # moves while long episodes play
+
             episodes = run_episodes(
                 lambda: make(args.env, **make_kwargs),
                 functools.partial(make_agent, name, seed=args.seed, params=params),
@@ -95,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                 n_envs=args.n_envs,
                 seed=args.seed,
                 on_episode=lambda _: bar.update(),
+                on_turn=count_turns,
             )
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
         results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}

@@ -142,3 +142,9 @@ def test_reseed_gives_each_call_fresh_draws_and_repeats_from_the_reseed(policy):
 
     first, second = two_turns()
     assert first != second and two_turns() == [first, second]
+
+
+def test_a_misspelled_alias_fails_at_once_and_names_the_alias(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline: no retries against the hub
+    with pytest.raises(DataNotFoundError, match="did you mean the offline alias 'smollm2-135m-instruct'"):
+        HFPolicy("smollm2-135m-instrct")
