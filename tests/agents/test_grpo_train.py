@@ -7,10 +7,11 @@ import torch
 from safetensors.torch import load_file
 from train_config import tiny_config, weights
 
+from searchgym.agents.policies.hf import HFPolicy
 from searchgym.agents.train import grpo
 from searchgym.agents.train.grpo import train
 from searchgym.agents.train.metrics_log import read_metrics
-from searchgym.errors import TrainingDiverged
+from searchgym.errors import ConfigError, TrainingDiverged
 
 
 def test_training_changes_the_parameters_and_logs_finite_metrics(tiny_llama_dir, tmp_path):
@@ -217,3 +218,36 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     script = iter([[1.0, 1.0], [0.0, 1.0]])
     groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, off, accelerator)
     assert len(groups) == 2 and metrics["rollout/degenerate_groups"] == 0.5
+
+
+class CountingPolicy(HFPolicy):
+    """A user's own trainable policy: HF generation that counts its calls."""
+
+    calls = 0
+
+    def generate(self, prompts, params):
+        CountingPolicy.calls += 1
+        return super().generate(prompts, params)
+
+
+class ChatOnly:
+    def __init__(self, model, **kwargs):
+        self.name = model
+
+    def chat(self, conversations, params):
+        return []
+
+
+def test_grpo_trains_any_registered_trainable_policy_and_refuses_others(tiny_llama_dir, tmp_path):
+    from searchgym.registry import POLICIES
+
+    POLICIES.register("test-counting", CountingPolicy, override=True)
+    POLICIES.register("test-chat-only", ChatOnly, override=True)
+    summary = train(
+        tiny_config(tiny_llama_dir, tmp_path / "a", policy="test-counting", steps=1, eval_tasks=0)
+    )
+    assert summary["steps"] == 1 and CountingPolicy.calls > 0
+    with pytest.raises(
+        ConfigError, match="'test-chat-only' gave a ChatOnly, which GRPO cannot train: it lacks model"
+    ):
+        train(tiny_config(tiny_llama_dir, tmp_path / "b", policy="test-chat-only", steps=1, eval_tasks=0))
