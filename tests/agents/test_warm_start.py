@@ -133,8 +133,10 @@ def test_sft_on_oracle_episodes_teaches_the_action_protocol(tiny_llama_dir):
 
     before = play()
     trajectories = oracle_trajectories([env], tasks, policy.tokenizer)
-    losses = sft(policy.model, trajectories, lr=1e-2, epochs=50, batch_size=2)
+    # 50 epochs left 3 of 8 streams garbled with transformers 5.23 (invalid rate 0.47, failing at
+    # the previous commit too); 100 train the tiny model to convergence on them
+    losses = sft(policy.model, trajectories, lr=1e-2, epochs=100, batch_size=2)
     after = play()
-    assert len(losses) == 200 and sum(losses[-20:]) < 0.01 * sum(losses[:20])
+    assert len(losses) == 400 and sum(losses[-20:]) < 0.01 * sum(losses[:20])
     assert before["invalid_rate"] == 1.0 and before["searches"] == 0 and before["em"] == 0
     assert after["invalid_rate"] <= 0.35 and after["searches"] >= 0.75 and after["em"] >= 0.25, after
