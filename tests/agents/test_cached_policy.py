@@ -2,16 +2,11 @@
 
 import pytest
 import torch
+from test_hf_policy import CONVERSATIONS
 
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.policies.cached import CachedPolicy
 from searchgym.agents.policies.hf import HFPolicy
-
-CONVERSATIONS = [
-    [{"role": "user", "content": "Which river flows through Zürich?"}],
-    [{"role": "user", "content": "Hi"}],
-    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "2 + 2?"}],
-]
 
 
 @pytest.fixture(scope="module")
