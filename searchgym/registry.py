@@ -136,7 +136,8 @@ class Registry:
 AGENTS = Registry("agent", "searchgym.list_agents()")
 """Agent factories; called with ``seed`` when their signature takes it (`searchgym.agents.make_agent`)."""
 POLICIES = Registry("policy backend", "searchgym.list_policies()")
-"""Policy classes by backend (``hf``, ``vllm``, ``openai``), called as ``cls(model, seed=...)``."""
+"""Policy classes by backend (``hf``, ``cpu``, ``cpu-bf16``, ``vllm``, ``openai``), called as
+``cls(model, seed=...)``."""
 RETRIEVERS = Registry("retriever kind", "searchgym.list_retrievers()")
 """Index classes with ``build(docs, **options)``, ``save(directory)`` and ``load(directory)``."""
 REWARDS = Registry("reward function", "searchgym.list_rewards()")
@@ -213,6 +214,8 @@ def _register_builtin() -> None:
     AGENTS.register("planner-question", f"{scripted}.planners:QuestionPlanner")
     policies = "searchgym.agents.policies"
     POLICIES.register("hf", f"{policies}.hf:HFPolicy")
+    POLICIES.register("cpu", f"{policies}.cached:CachedPolicy")
+    POLICIES.register("cpu-bf16", f"{policies}.cached:CachedPolicy", kwargs={"rollout_dtype": "bfloat16"})
     POLICIES.register("vllm", f"{policies}.vllm:VLLMPolicy")
     POLICIES.register("openai", f"{policies}.openai:from_environment")
     RETRIEVERS.register("bm25", "searchgym.retrievers.bm25:BM25")

@@ -53,5 +53,5 @@ def test_every_builtin_entry_resolves():
     for registry in (searchgym.registry.AGENTS, searchgym.registry.RETRIEVERS, searchgym.registry.REWARDS):
         for name in registry.names():
             assert callable(registry.resolve(name)), name
-    assert {"hf", "vllm", "openai"} <= set(searchgym.list_policies())
+    assert {"hf", "cpu", "cpu-bf16", "vllm", "openai"} <= set(searchgym.list_policies())
     assert searchgym.registry.POLICIES.spec("hf").entry_point == "searchgym.agents.policies.hf:HFPolicy"

@@ -27,7 +27,9 @@ class GRPOConfig:
     policy: str = "hf"
     """The policy backend that loads ``model`` for training (a name in ``searchgym.list_policies()``
     or ``module:attr``): any `TrainablePolicy`, called as ``(model, device=, dtype=, seed=,
-    show_progress=)``."""
+    show_progress=)``. On CPU, ``cpu`` rolls out faster (KV cache kept across turns, the same
+    float32 log-probs) and ``cpu-bf16`` faster still, sampling in bfloat16 (see
+    `searchgym.agents.policies.cached`)."""
     env: str = "searchgym/FictionalQA-BM25-v0"
     """Registered env id; it must accept ``split`` (train on ``train_split``, evaluate on ``eval_split``)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)

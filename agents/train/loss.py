@@ -145,16 +145,38 @@ def token_logprobs(
     ``mask`` [B, L - 1] is 1 (0 elsewhere), and with ``with_entropy`` the summed entropy of those
     distributions (without gradient). Logits are computed only where ``mask`` is 1 when the model
     takes ``logits_to_keep`` (transformers models do): a vocabulary-sized row per policy token,
-    none for the prompt and observations."""
+    none for the prompt and observations. Those logits are the only vocabulary-sized tensor kept
+    for the backward pass: the float32 log-softmax runs over chunks of ``LOGIT_CHUNK`` rows and is
+    recomputed in the backward pass (`_chunk_logprobs`)."""
     picked = mask.bool()
     targets = torch.zeros_like(input_ids, dtype=torch.bool)
     targets[:, 1:] = picked
-    logits = target_logits(model, input_ids, attention_mask, targets) / temperature
-    log_norm = logits.logsumexp(dim=-1)
-    flat = logits.gather(1, input_ids[targets][:, None])[:, 0] - log_norm
+    logits = target_logits(model, input_ids, attention_mask, targets, float32=False)
+    chosen = input_ids[targets]
+    parts, entropy = [], torch.zeros((), device=logits.device)
+    for start in range(0, len(chosen), LOGIT_CHUNK):
+        rows = slice(start, start + LOGIT_CHUNK)
+        args = (logits[rows], chosen[rows], temperature)
+        if logits.requires_grad:
+            part = torch.utils.checkpoint.checkpoint(_chunk_logprobs, *args, use_reentrant=False)
+        else:
+            part = _chunk_logprobs(*args)
+        parts.append(part)
+        if with_entropy:
+            with torch.no_grad():
+                scaled = logits[rows].float() / temperature
+                entropy = entropy + (scaled.logsumexp(-1) - (scaled.softmax(-1) * scaled).sum(-1)).sum()
+    flat = torch.cat(parts) if parts else logits.new_zeros(0, dtype=torch.float32)
     logp = torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device).masked_scatter(picked, flat)
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = (log_norm - (logits.softmax(-1) * logits).sum(-1)).sum()
-    return logp, entropy
+    return logp, entropy if with_entropy else None
+
+
+LOGIT_CHUNK = 1024
+"""Policy tokens whose float32 log-softmax `token_logprobs` computes at once."""
+
+
+def _chunk_logprobs(logits: torch.Tensor, chosen: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``log softmax(logits / temperature)`` of the ``chosen`` tokens, in float32: the chosen
+    logit minus a logsumexp, never a full log-softmax."""
+    scaled = logits.float() / temperature
+    return scaled.gather(1, chosen[:, None])[:, 0] - scaled.logsumexp(-1)

@@ -28,12 +28,18 @@ def right_pad(
 
 
 def target_logits(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    target_mask: torch.Tensor,
+    *,
+    float32: bool = True,
 ) -> torch.Tensor:
-    """The float32 logits [N, V] that predict ``input_ids[target_mask]`` (N tokens, row-major),
-    each from the tokens before it. Where the model takes a boolean ``logits_to_keep`` (transformers
-    models do), only those N rows of vocabulary logits are ever computed, so prompts and
-    observations cost no vocabulary-sized activations."""
+    """The logits [N, V] that predict ``input_ids[target_mask]`` (N tokens, row-major), each from
+    the tokens before it, in float32 (or, with ``float32`` False, the model's output dtype). Where
+    the model takes a boolean ``logits_to_keep`` (transformers models do), only those N rows of
+    vocabulary logits are ever computed, so prompts and observations cost no vocabulary-sized
+    activations."""
     if target_mask[:, 0].any():
         raise ValueError("the first token of a row has nothing before it to be predicted from")
     predicting = torch.zeros_like(target_mask, dtype=torch.bool)
@@ -42,7 +48,8 @@ def target_logits(
         logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=predicting).logits
     else:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[predicting]
-    return logits.reshape(-1, logits.shape[-1]).float()
+    logits = logits.reshape(-1, logits.shape[-1])
+    return logits.float() if float32 else logits
 
 
 def token_logprobs(

@@ -226,3 +226,33 @@ def test_config_reads_yaml_and_overrides(tmp_path):
         "igpo",
     )
     assert cfg.info_gain_weight == 1.0
+
+
+def test_chunked_logprobs_and_their_gradients_match_an_unchunked_log_softmax(monkeypatch, tiny_llama_dir):
+    from transformers import AutoModelForCausalLM
+
+    from searchgym.agents.train import loss
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(0))
+    mask = (torch.arange(11) % 3 != 0).float().expand(2, 11)
+
+    def grads(chunk, autocast=False):
+        monkeypatch.setattr(loss, "LOGIT_CHUNK", chunk)
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logp, _ = token_logprobs(model, ids, torch.ones_like(ids), mask, temperature=0.7)
+        logp.sum().backward()
+        return logp.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    by_hand = torch.log_softmax(model(ids).logits[:, :-1].float() / 0.7, -1)
+    by_hand = by_hand.gather(2, ids[:, 1:, None])[..., 0] * mask
+    logp, grad = grads(1024)
+    assert torch.allclose(logp, by_hand.detach(), atol=1e-5)
+    chunked, chunked_grad = grads(3)
+    assert torch.allclose(chunked, logp, atol=1e-6) and torch.allclose(chunked_grad, grad, atol=1e-5)
+    # bfloat16 autocast (what bf16: true does, on CPU too): finite and close to float32
+    low, low_grad = grads(1024, autocast=True)
+    assert torch.isfinite(low).all() and torch.isfinite(low_grad).all()
+    assert (low - logp).abs().max() < 0.05 * logp.abs().max()
+    assert torch.nn.functional.cosine_similarity(low_grad, grad, dim=0) > 0.99

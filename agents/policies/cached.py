@@ -1,0 +1,205 @@
+"""`CachedPolicy`: `HFPolicy` with its own decoding loop, for fast multi-turn rollouts on CPU.
+
+`HFPolicy` hands every turn's whole token stream to ``model.generate``, which prefills it from
+scratch; on CPU prefill is most of a multi-turn rollout. This loop differs in three ways, each
+behind the same ``generate(prompts, params)``:
+
+- **Cache reuse by prefix.** After a call, each row's keys and values are kept (a `PrefixStore`,
+  bounded by ``cache_bytes``). A later prompt that starts with a kept stream (the next turn of
+  the same episode: prompt + completion + observation) prefills only the new tokens; identical
+  prompts within a call (a GRPO group) are prefilled once. The cache belongs to one set of
+  weights: it is dropped on `reseed` (every trainer rollout starts with one) and whenever a
+  parameter's version counter moved since the last call (an optimizer step or
+  ``load_state_dict`` moves it; an in-place write through ``param.data`` does not, so call
+  `reseed` after one).
+- **Preallocated caches.** Rows are prefilled one by one (prefill is compute-bound on CPU, so
+  batching it gains little and padding costs much) straight into a left-aligned batch buffer,
+  then decoded together, each new key written in place (`buffer_cache`).
+- **Finished rows leave the batch**: once a quarter of the rows have stopped, they are dropped
+  from the cache, so the rest decode a smaller batch.
+
+``rollout_dtype`` (e.g. ``"bfloat16"``) generates with a copy of the model in that dtype,
+refreshed whenever the weights change; ``policy.model`` itself, the one the trainer updates,
+keeps ``dtype``. Greedy decoding, stop strings, end-of-sequence handling and the recorded
+log-probs (of each sampled token under ``softmax(logits / temperature)``) follow `HFPolicy`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+
+from searchgym.agents.policies.base import Completion, SamplingParams, check_token_prompts
+from searchgym.agents.policies.hf import HFPolicy
+from searchgym.agents.policies.kv import Entry, PrefixStore, buffer_cache, empty_buffers, longest_prefix
+from searchgym.agents.policies.models import DEFAULT_MODEL
+
+
+def bf16_supported() -> bool:
+    """Whether this CPU computes bfloat16 matmuls natively (AVX512-BF16 or AMX), where they run
+    about twice as fast as float32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class CachedPolicy(HFPolicy):
+    """An `HFPolicy` that keeps each episode's KV cache across turns (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        device: str | None = None,
+        dtype: str | torch.dtype | None = None,
+        rollout_dtype: str | torch.dtype | None = None,
+        max_batch_size: int = 64,
+        cache_bytes: int = 4 << 30,
+        seed: int = 0,
+        show_progress: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            device=device,
+            dtype=dtype,
+            max_batch_size=max_batch_size,
+            seed=seed,
+            show_progress=show_progress,
+        )
+        rollout_dtype = getattr(torch, rollout_dtype) if isinstance(rollout_dtype, str) else rollout_dtype
+        self._copy = None
+        if rollout_dtype is not None and rollout_dtype != self.model.dtype:
+            self._copy = copy.deepcopy(self.model).to(rollout_dtype).eval().requires_grad_(False)
+        self.store = PrefixStore(cache_bytes)
+        self._weights: tuple[int, ...] | None = None
+
+    def reseed(self, seed: int) -> None:
+        super().reseed(seed)
+        self.store.clear()
+
+    def _generator_model(self) -> torch.nn.Module:
+        """The model to decode with, after dropping caches (and refreshing the copy) if the
+        weights changed since the last call."""
+        weights = tuple(p._version for p in self.model.parameters())
+        if weights != self._weights:
+            self.store.clear()
+            if self._copy is not None:
+                with torch.no_grad():
+                    self._copy.load_state_dict(self.model.state_dict())
+            self._weights = tuple(p._version for p in self.model.parameters())
+        return self._copy if self._copy is not None else self.model
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        check_token_prompts(prompts)
+        generator = torch.Generator(device=self.device).manual_seed(self._call_seed(params))
+        model = self._generator_model()
+        out: list[Completion] = []
+        for start in range(0, len(prompts), self.max_batch_size):
+            rows = [list(p) for p in prompts[start : start + self.max_batch_size]]
+            out.extend(self._decode(model, rows, params, generator))
+        return out
+
+    @torch.inference_mode()
+    def _decode(self, model, prompts: list[list[int]], params: SamplingParams, generator) -> list[Completion]:
+        n_rows, width = len(prompts), max(map(len, prompts))
+        buffers = empty_buffers(model, n_rows, width + params.max_new_tokens, model.dtype, self.device)
+        logits, used, local = [], [], []
+        for i, prompt in enumerate(prompts):  # prefill, row by row, into the left-aligned buffers
+            start = width - len(prompt)
+            row = [(k[i : i + 1, :, start:], v[i : i + 1, :, start:]) for k, v in buffers]
+            logits.append(self._prefill(model, prompt, row, local, used))
+            local.append(Entry(prompt, [(k[0, :, : len(prompt)], v[0, :, : len(prompt)]) for k, v in row]))
+
+        cache = buffer_cache(buffers, width)
+        attention = torch.zeros(n_rows, width + params.max_new_tokens, dtype=torch.long, device=self.device)
+        for i, prompt in enumerate(prompts):
+            attention[i, width - len(prompt) : width] = 1
+        positions = torch.tensor([len(p) for p in prompts], device=self.device)
+        slots = list(range(n_rows))  # the prompt each batch row holds
+        done_in_batch: list[int] = []  # batch rows that stopped but still hold a slot
+        ids: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        new: list[Entry] = []
+        next_logits = torch.cat(logits)
+        stops = self.eos_token_ids | {self.tokenizer.pad_token_id}
+        for step in range(params.max_new_tokens):
+            tokens, token_logprobs = self._choose(next_logits, params, generator)
+            for b, i in enumerate(slots):
+                if b in done_in_batch:
+                    continue
+                ids[i].append(int(tokens[b]))
+                logprobs[i].append(float(token_logprobs[b]))
+                if self._stopped(ids[i], params, stops):
+                    done_in_batch.append(b)
+                    new.append(Entry(prompts[i] + ids[i][:-1], _row_kv(cache, b, width - len(prompts[i]))))
+            if len(done_in_batch) == len(slots):
+                break
+            if len(done_in_batch) >= max(1, len(slots) // 4):  # free their slots
+                keep = [b for b in range(len(slots)) if b not in done_in_batch]
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                attention, positions, tokens = attention[index], positions[index], tokens[index]
+                slots, done_in_batch = [slots[b] for b in keep], []
+            attention[:, width + step] = 1
+            out = model(
+                input_ids=tokens[:, None],
+                attention_mask=attention[:, : width + step + 1],
+                position_ids=positions[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            positions = positions + 1
+            next_logits = out.logits[:, -1]
+        self.store.replace(used, new)
+        return [self._completion(row, lp, params) for row, lp in zip(ids, logprobs)]
+
+    def _prefill(self, model, prompt: list[int], row, local: list[Entry], used: list[Entry]) -> torch.Tensor:
+        """Compute ``prompt``'s keys and values into ``row`` (reusing the longest cached prefix,
+        from the store or from an earlier row of this call) and return its last logits."""
+        entry = longest_prefix(self.store.entries + local, prompt)
+        reused = min(len(entry.ids), len(prompt) - 1) if entry is not None else 0
+        if entry is not None:
+            if entry not in local:
+                used.append(entry)
+            for (k, v), (ek, ev) in zip(row, entry.kv):
+                k[0, :, :reused] = ek[:, :reused]
+                v[0, :, :reused] = ev[:, :reused]
+        rest = torch.tensor([prompt[reused:]], device=self.device)
+        cache = buffer_cache(row, reused)
+        return model(input_ids=rest, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+
+    def _choose(self, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[torch.Tensor, ...]:
+        """The next token of every row and its log-prob under ``softmax(logits / temperature)``;
+        top-p as transformers applies it (the smallest set of tokens with mass >= top_p)."""
+        logits = logits.float()
+        if params.temperature == 0:
+            tokens = logits.argmax(-1)
+            return tokens, torch.log_softmax(logits, -1).gather(1, tokens[:, None])[:, 0]
+        scaled = logits / params.temperature
+        logp = torch.log_softmax(scaled, -1)
+        if params.top_p < 1:
+            ordered, order = scaled.sort(-1)
+            drop = ordered.softmax(-1).cumsum(-1) <= 1 - params.top_p
+            drop[:, -1] = False
+            scaled = scaled.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+        tokens = torch.multinomial(scaled.softmax(-1), 1, generator=generator)[:, 0]
+        return tokens, logp.gather(1, tokens[:, None])[:, 0]
+
+    def _stopped(self, ids: list[int], params: SamplingParams, stops: set[int]) -> bool:
+        """Whether a row ends after its last token: `HFPolicy`'s rules (an end-of-sequence or pad
+        token in ``stops``, a stop string in the last few tokens' text, the length limit)."""
+        if ids[-1] in stops:
+            return True
+        if params.stop:
+            tail = self.tokenizer.decode(ids[-(max(map(len, params.stop)) + 1) :], skip_special_tokens=False)
+            if any(s in tail for s in params.stop):
+                return True
+        return len(ids) >= params.max_new_tokens
+
+
+def _row_kv(cache, row: int, start: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A copy of batch row ``row``'s filled cache from position ``start`` (past its left padding)."""
+    return [(x.keys[row, :, start:].clone(), x.values[row, :, start:].clone()) for x in cache.layers]

@@ -1,0 +1,129 @@
+"""Key/value caches for `CachedPolicy`: a transformers cache whose layers write into preallocated
+buffers, and a store that keeps each episode's cache between ``generate`` calls.
+
+transformers' `DynamicCache` concatenates every new key and value onto the old ones, so each
+decoding step copies the whole cache (a third of a step on CPU). `buffer_cache` preallocates
+``[batch, kv_heads, capacity, head_dim]`` per layer and writes in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+"""Per layer, keys and values ``[kv_heads, length, head_dim]`` of one row."""
+
+
+class _BufferLayer(DynamicLayer):
+    """One layer's keys and values: the first ``length`` positions of ``[B, H, capacity, D]``
+    buffers (or views of them), filled in place."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
+        super().__init__()
+        self.k_buf, self.v_buf, self.length = keys, values, length
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+        self._narrow()
+
+    def _narrow(self) -> None:
+        self.keys = self.k_buf[:, :, : self.length]
+        self.values = self.v_buf[:, :, : self.length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        if end > self.k_buf.shape[-2]:
+            raise RuntimeError(f"KV buffer of {self.k_buf.shape[-2]} positions cannot hold {end}")
+        self.k_buf[:, :, self.length : end] = key_states
+        self.v_buf[:, :, self.length : end] = value_states
+        self.length = end
+        self._narrow()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep the rows ``indices``, copying only the filled positions."""
+        self.k_buf, self.v_buf = (self._select(buf, indices) for buf in (self.k_buf, self.v_buf))
+        self._narrow()
+
+    def _select(self, buf: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        out = buf.new_empty((len(indices), *buf.shape[1:]))
+        out[:, :, : self.length] = buf[indices, :, : self.length]
+        return out
+
+
+class _BufferCache(DynamicCache):
+    def __init__(self, layers: list[_BufferLayer]) -> None:
+        Cache.__init__(self, layers=layers)
+
+
+def buffer_cache(buffers: Sequence[tuple[torch.Tensor, torch.Tensor]], length: int) -> DynamicCache:
+    """A cache over per-layer ``(keys, values)`` buffers whose first ``length`` positions are filled."""
+    return _BufferCache([_BufferLayer(k, v, length) for k, v in buffers])
+
+
+def empty_buffers(model, batch: int, capacity: int, dtype: torch.dtype, device) -> KV:
+    """Zeroed buffers (masked-out padding must not hold NaNs: attention multiplies them by 0)."""
+    config = model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    shape = (batch, heads, capacity, head_dim)
+    return [
+        (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+        for _ in range(config.num_hidden_layers)
+    ]
+
+
+@dataclass
+class Entry:
+    """The cache of ``ids``: what the model computed for those tokens, per layer."""
+
+    ids: list[int]
+    kv: KV
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for k, v in self.kv)
+
+
+def longest_prefix(entries: Sequence[Entry], prompt: list[int]) -> Entry | None:
+    """The entry whose ids are the longest prefix of ``prompt`` (None if none is).
+
+    >>> longest_prefix([Entry([1], []), Entry([1, 2], []), Entry([3], [])], [1, 2, 5]).ids
+    [1, 2]
+    """
+    best = None
+    for entry in entries:
+        n = len(entry.ids)
+        if (best is None or n > len(best.ids)) and n <= len(prompt) and prompt[:n] == entry.ids:
+            best = entry
+    return best
+
+
+class PrefixStore:
+    """Caches of earlier token streams, newest last, up to ``max_bytes``. An episode's stream
+    only grows, so its next prompt starts with everything its previous call saw, and
+    `longest_prefix` finds that call's entry. Entries are valid for one set of weights: `clear`
+    whenever they change."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.entries: list[Entry] = []
+
+    def clear(self) -> None:
+        self.entries = []
+
+    def replace(self, used: Sequence[Entry], new: Sequence[Entry]) -> None:
+        """Drop the entries a call extended (``used``), add what it computed, keep the newest
+        within ``max_bytes``."""
+        gone = {id(e) for e in used}
+        entries = [e for e in self.entries if id(e) not in gone] + list(new)
+        total, kept = 0, []
+        for entry in reversed(entries):
+            total += entry.nbytes
+            if total > self.max_bytes:
+                break
+            kept.append(entry)
+        self.entries = kept[::-1]

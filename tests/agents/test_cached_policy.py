@@ -1,0 +1,118 @@
+"""`CachedPolicy` decodes like `HFPolicy`, on a random tiny Llama with SmolLM2's tokenizer."""
+
+import pytest
+import torch
+from test_hf_policy import CONVERSATIONS
+
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.policies.cached import CachedPolicy
+from searchgym.agents.policies.hf import HFPolicy
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_llama_dir):
+    return HFPolicy(str(tiny_llama_dir), device="cpu")
+
+
+@pytest.fixture()
+def fast(tiny_llama_dir):
+    return CachedPolicy(str(tiny_llama_dir), device="cpu")
+
+
+def prompts_of(policy):
+    return [policy.apply_chat_template(c) for c in CONVERSATIONS]
+
+
+def assert_same(got, expected):
+    """Equal completions, log-probs up to float rounding (the two batch rows differently)."""
+    assert [(c.text, c.token_ids, c.finish_reason) for c in got] == [
+        (c.text, c.token_ids, c.finish_reason) for c in expected
+    ]
+    for a, b in zip(got, expected):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_greedy_matches_hf_token_for_token(hf, fast):
+    params = SamplingParams(max_new_tokens=20, temperature=0.0)
+    assert_same(fast.generate(prompts_of(fast), params), hf.generate(prompts_of(hf), params))
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_sampled_logprobs_are_those_of_the_sampling_distribution(fast, temperature):
+    prompts = prompts_of(fast)
+    params = SamplingParams(max_new_tokens=12, temperature=temperature, top_p=0.9, seed=1)
+    before = torch.random.get_rng_state()
+    completions = fast.generate(prompts, params)
+    assert torch.equal(before, torch.random.get_rng_state())  # a generator of its own
+    for prompt, completion in zip(prompts, completions):
+        ids = torch.tensor([prompt + completion.token_ids])
+        with torch.no_grad():
+            logits = fast.model(ids).logits[0, len(prompt) - 1 : -1].float()
+        chosen = torch.tensor(completion.token_ids)[:, None]
+        expected = torch.log_softmax(logits / temperature, -1).gather(1, chosen)[:, 0]
+        assert completion.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
+    assert [c.token_ids for c in fast.generate(prompts, params)] == [c.token_ids for c in completions]
+
+
+def test_stop_strings_and_end_of_sequence_follow_hf(hf, fast):
+    free = hf.generate(prompts_of(hf), SamplingParams(max_new_tokens=12, temperature=0.0))
+    stop = hf.tokenizer.decode(free[0].token_ids[2:4]).strip() or hf.tokenizer.decode(free[0].token_ids[:4])
+    params = SamplingParams(max_new_tokens=12, temperature=0.0, stop=(stop,))
+    assert_same(fast.generate(prompts_of(fast), params), hf.generate(prompts_of(hf), params))
+    # row 0's third greedy token becomes an end-of-sequence token: kept, and the row ends there
+    eos = free[0].token_ids[2]
+    for policy in (hf, fast):
+        policy.model.generation_config.eos_token_id = [policy.tokenizer.eos_token_id, eos]
+    try:
+        params = SamplingParams(max_new_tokens=12, temperature=0.0)
+        got = fast.generate(prompts_of(fast), params)
+        assert_same(got, hf.generate(prompts_of(hf), params))
+        assert got[0].token_ids == free[0].token_ids[:3] and got[0].finish_reason == "stop"
+    finally:
+        for policy in (hf, fast):
+            policy.model.generation_config.eos_token_id = policy.tokenizer.eos_token_id
+
+
+def multi_turn(policy, reuse: bool):
+    """Three turns of a growing stream per row, as `PolicyAgent` builds it."""
+    params = SamplingParams(max_new_tokens=8, temperature=0.0)
+    streams, turns = prompts_of(policy), []
+    observation = policy.tokenizer.encode(" <information>Doc 1</information>", add_special_tokens=False)
+    for _ in range(3):
+        if not reuse and hasattr(policy, "store"):
+            policy.store.clear()
+        done = policy.generate(streams, params)
+        turns.append([c.token_ids for c in done])
+        streams = [s + c.token_ids + observation for s, c in zip(streams, done)]
+    return turns
+
+
+def test_multi_turn_with_cache_reuse_equals_without(fast, hf):
+    with_reuse = multi_turn(fast, reuse=True)
+    assert len(fast.store.entries) == len(CONVERSATIONS)  # the last turn's streams are kept
+    assert with_reuse == multi_turn(fast, reuse=False)
+    assert with_reuse == multi_turn(hf, reuse=False)
+    fast.reseed(0)
+    assert fast.store.entries == []  # a new rollout starts from nothing
+
+
+def test_identical_prompts_are_prefilled_once_and_decode_alike(fast):
+    prompt = prompts_of(fast)[0]
+    done = fast.generate([prompt] * 4, SamplingParams(max_new_tokens=10, temperature=0.0))
+    assert all(c.token_ids == done[0].token_ids for c in done)
+
+
+def test_a_weight_update_between_calls_is_honoured(tiny_llama_dir):
+    fast = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="bfloat16")
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    prompt = prompts_of(fast)[0]
+    first = fast.generate([prompt], params)[0]
+    optimizer = torch.optim.SGD(fast.model.parameters(), lr=1.0)
+    ids = torch.tensor([prompt + first.token_ids])
+    fast.model(ids, labels=ids).loss.neg().backward()  # make the greedy continuation less likely
+    optimizer.step()
+    again = prompt + first.token_ids[:3]  # extends the cached stream: its cache must not be reused
+    fresh = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="bfloat16")
+    fresh.model.load_state_dict(fast.model.state_dict())
+    assert_same(fast.generate([again], params), fresh.generate([again], params))
+    assert fast.generate([prompt], params)[0].token_ids != first.token_ids
