@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
         if summary["grpo_vs_start"]:
             d = summary["grpo_vs_start"]
             print(
-                f"GRPO - {labels['before']}: EM {d['em_diff']:+.3f} [{d['em_diff_low']:+.3f}, "
-                f"{d['em_diff_high']:+.3f}] (paired 95% bootstrap interval over the same dev tasks)"
+                f"gain of GRPO: EM {d['em_diff']:+.3f} [{d['em_diff_low']:+.3f}, {d['em_diff_high']:+.3f}] "
+                "(paired 95% bootstrap interval over the same dev tasks)"
             )
         plots = plot_training_curves(read_metrics(cfg.run_dir), Path(cfg.run_dir) / "plots")
         print(
