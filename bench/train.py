@@ -4,6 +4,7 @@
     python bench/train.py --quick             # a tiny random Llama, tiny settings: a minute
     python bench/train.py --model /path/to/model --tasks-per-step 2 --group-size 8 --steps 5
     python bench/train.py --sides searchgym --profile   # cProfile one side, top functions printed
+    python bench/train.py --policy cpu                  # searchgym rolls out with its CPU engine
 
 Both sides train the same checkpoint: the model (``--model``, default the offline
 smollm2-135m-instruct; ``--quick``: a random 2-layer Llama with SmolLM2's tokenizer) is saved once
@@ -88,6 +89,7 @@ class Settings:
     steps: int
     threads: int
     seed: int
+    policy: str
     progress: bool
 
     @property
@@ -148,6 +150,7 @@ def bench_searchgym(model_dir: str, s: Settings, work_dir: Path) -> dict[str, An
     steps = s.warmup + s.steps
     cfg = GRPOConfig(
         model=model_dir,
+        policy=s.policy,
         env=ENV_ID,
         env_kwargs=s.env_kwargs,
         run_dir=str(work_dir / "searchgym"),
@@ -301,8 +304,10 @@ def in_fresh_process(fn, *args):
 # ---------------------------------------------------------------- results
 
 
-def summarize(result: dict[str, Any], warmup: int) -> dict[str, Any]:
-    """Medians over the timed steps (the first ``warmup`` dropped)."""
+def summarize(result: dict[str, Any], warmup: int, episodes: int) -> dict[str, Any]:
+    """Medians over the timed steps (the first ``warmup`` dropped), and what follows from them:
+    episodes a minute, and policy tokens a second in the rollout and in the rest of the step
+    (scoring and the update, which reads every policy token again)."""
 
     def median(key: str) -> float | None:
         values = result[key][warmup:]
@@ -310,15 +315,20 @@ def summarize(result: dict[str, Any], warmup: int) -> dict[str, Any]:
 
     row = {key: median(key) for key in ("step_s", "rollout_s", "tokens", "turns_per_episode", "reward")}
     row["s_per_1k_tokens"] = 1000 * row["step_s"] / row["tokens"] if row["tokens"] else None
+    row["episodes_per_min"] = 60 * episodes / row["step_s"] if row["step_s"] else None
+    row["rollout_tok_s"] = ratio(row["tokens"], row["rollout_s"])
+    row["update_tok_s"] = ratio(row["tokens"], row["step_s"] - row["rollout_s"]) if row["step_s"] else None
     row["peak_rss_mb"] = result["peak_rss_mb"]
     return row
 
 
 COLUMNS = [
     ("side", "{}", 10), ("step_s", "{:.1f}", 8), ("rollout_s", "{:.1f}", 10), ("tokens", "{:,.0f}", 12),
-    ("turns_per_episode", "{:.2f}", 9), ("s_per_1k_tokens", "{:.2f}", 9), ("peak_rss_mb", "{:,.0f}", 12),
+    ("turns_per_episode", "{:.2f}", 9), ("s_per_1k_tokens", "{:.2f}", 9), ("episodes_per_min", "{:.1f}", 8),
+    ("rollout_tok_s", "{:.1f}", 11), ("update_tok_s", "{:.1f}", 10), ("peak_rss_mb", "{:,.0f}", 12),
 ]  # fmt: skip
-HEADERS = ["side", "s/step", "rollout s", "tokens/step", "turns/ep", "s/1k tok", "peak RSS MB"]
+HEADERS = ["side", "s/step", "rollout s", "tokens/step", "turns/ep", "s/1k tok", "ep/min", "rollout t/s",
+           "update t/s", "peak RSS MB"]  # fmt: skip
 
 
 def format_table(rows: dict[str, dict[str, Any]]) -> list[str]:
@@ -358,6 +368,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="timed steps per side; default 3 (--quick: 1)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--policy", default="hf", help="searchgym's policy backend: hf, or cpu (its CPU engine)"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each side; stats in --out")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-train"))
     parser.add_argument("--no-progress", action="store_true")
@@ -393,7 +406,7 @@ def main(argv=None) -> dict:
             print(f"{side}: {s.warmup} + {s.steps} GRPO steps ...", file=sys.stderr, flush=True)
             work_dir = args.out if args.profile else Path(tmp)
             raw[side] = in_fresh_process(run_side, side, str(model_dir), s, work_dir, args.profile)
-    rows = {side: summarize(result, s.warmup) for side, result in raw.items()}
+    rows = {side: summarize(result, s.warmup, s.episodes) for side, result in raw.items()}
     both = all(side in rows for side in SIDES)
     results = {
         "model": label,
@@ -416,6 +429,11 @@ def main(argv=None) -> dict:
         print(f"ratio searchgym/trl: {results['ratio_step']:.2f} s/step (goal <= 0.8)", end="")
         if results["ratio_per_token"] is not None:
             print(f", {results['ratio_per_token']:.2f} s per policy token", end="")
+        ours, peer = rows["searchgym"], rows["trl"]
+        for key, what in (("episodes_per_min", "episodes/min"), ("rollout_tok_s", "rollout tokens/s"),
+                          ("update_tok_s", "update tokens/s")):  # fmt: skip
+            if ours[key] is not None and peer[key]:
+                print(f", {ours[key] / peer[key]:.2f}x {what}", end="")
         print()
     for side in rows:
         if "profile" in raw[side]:

@@ -20,7 +20,7 @@ def test_quick_run_times_both_trainers_and_prints_the_ratio(tmp_path):
     lines = run.stdout.splitlines()
     assert any(line.split()[:1] == ["searchgym"] for line in lines), run.stdout
     assert any(line.split()[:1] == ["trl"] for line in lines), run.stdout
-    assert "ratio searchgym/trl:" in run.stdout
+    assert "ratio searchgym/trl:" in run.stdout and "x rollout tokens/s" in run.stdout
 
     results = json.loads((tmp_path / "train.json").read_text())
     ours, peer = results["sides"]["searchgym"], results["sides"]["trl"]
@@ -29,6 +29,9 @@ def test_quick_run_times_both_trainers_and_prints_the_ratio(tmp_path):
         assert side["step_s"] == side["raw"]["step_s"][1] > 0
         assert 0 < side["rollout_s"] < side["step_s"]
         assert side["tokens"] > 0 and side["peak_rss_mb"] > 0 and side["raw"]["torch_threads"] == 1
+        assert side["episodes_per_min"] == pytest.approx(60 * 4 / side["step_s"])
+        assert side["rollout_tok_s"] == pytest.approx(side["tokens"] / side["rollout_s"])
+        assert side["update_tok_s"] == pytest.approx(side["tokens"] / (side["step_s"] - side["rollout_s"]))
     assert results["ratio_step"] == pytest.approx(ours["step_s"] / peer["step_s"])
     # the same work on both sides: 2 tasks x 2 episodes, at most 8 tokens a turn, 2-hop tool-call env
     assert results["settings"]["env_kwargs"]["protocol"] == "tool_calls"
