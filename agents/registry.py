@@ -13,12 +13,11 @@ batches their turns into one generation call.
 from __future__ import annotations
 
 import functools
-import inspect
 
 from searchgym.agents.base import Agent, check_agent
 from searchgym.agents.policies.base import Policy, SamplingParams
 from searchgym.errors import ConfigError
-from searchgym.registry import AGENTS, POLICIES
+from searchgym.registry import AGENTS, POLICIES, takes
 
 # evaluation samples greedily unless told otherwise
 EVAL_PARAMS = SamplingParams(max_new_tokens=256, temperature=0.0)
@@ -53,14 +52,6 @@ def make_agent(name: str, seed: int = 0, params: SamplingParams | None = None) -
     spec = AGENTS.spec(name)
     factory = spec.load()
     kwargs = dict(spec.kwargs)
-    if _takes(factory, "seed"):
+    if takes(factory, "seed"):
         kwargs["seed"] = seed
     return check_agent(factory(**kwargs), name)
-
-
-def _takes(factory: object, parameter: str) -> bool:
-    try:
-        parameters = inspect.signature(factory).parameters  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return parameter in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())

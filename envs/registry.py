@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -92,19 +91,17 @@ def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **k
     """A user's factory, called with the keyword arguments it takes (a clear error for the others),
     under a `TurnLimit` of ``max_turns`` unless it takes ``max_turns`` itself."""
     from searchgym.envs.wrappers import TurnLimit
-    from searchgym.registry import load_entry_point
+    from searchgym.registry import load_entry_point, takes
 
     factory = load_entry_point(entry_point) if isinstance(entry_point, str) else entry_point
-    parameters = inspect.signature(factory).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    unknown = sorted(k for k in kwargs if k not in parameters and not takes_any)
+    unknown = sorted(k for k in kwargs if not takes(factory, k))
     if unknown:
         raise ConfigError(
             f"{getattr(factory, '__name__', factory)!r} takes no {', '.join(map(repr, unknown))}: add "
             f"{'it' if len(unknown) == 1 else 'them'} to its parameters (searchgym train passes split, "
             "max_turns and rewards; searchgym eval passes the -E options)"
         )
-    if "max_turns" in parameters or takes_any:
+    if takes(factory, "max_turns"):
         return factory(max_turns=max_turns, **kwargs)
     if max_turns < 1:
         raise ConfigError(f"max_turns must be at least 1, got {max_turns}")

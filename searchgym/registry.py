@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import inspect
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,19 @@ def load_entry_point(text: str) -> Any:
             raise ConfigError(f"{module_name!r} has no attribute {attr!r} (named in {text!r}).{hint}")
         obj = getattr(obj, part)
     return obj
+
+
+def takes(fn: Callable[..., Any], parameter: str) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``parameter`` (by name, or through ``**kwargs``).
+
+    >>> takes(lambda seed=0: None, "seed"), takes(lambda **kw: None, "seed"), takes(lambda: None, "seed")
+    (True, True, False)
+    """
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return parameter in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 @dataclass(frozen=True)

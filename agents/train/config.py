@@ -202,10 +202,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """
     values: dict[str, Any] = {}
     if path is not None:
-        try:
-            values = read_yaml(path) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist") from None
+        values = read_yaml(path) or {}  # a missing file names itself
         if not isinstance(values, dict):
             raise ConfigError(f"{path} must hold a mapping of config keys, got {type(values).__name__}")
     for item in overrides:
