@@ -21,7 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from searchgym.errors import ConfigError, DataNotFoundError, DependencyNotInstalled
-from searchgym.hub import local_files_only
+from searchgym.hub import load_locally
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class Encoder:
                 f"cannot load encoder {self.name!r}: the directory {path} holds no config.json; give a "
                 "directory written by save_pretrained, or a hub id"
             )
-        local = Path(path).is_dir() or local_files_only()  # offline: fail now, not after the hub's retries
+        local = load_locally(path)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local)
             self.model = AutoModel.from_pretrained(path, local_files_only=local).to(self.device).eval()

@@ -28,7 +28,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from searchgym.errors import ConfigError, DataNotFoundError
-from searchgym.hub import local_files_only
+from searchgym.hub import load_locally
 from searchgym.retrievers.base import Doc, Retriever, check_batch
 
 
@@ -106,7 +106,7 @@ class Rerank:
                 f"cannot load cross-encoder {name!r}: there is no directory {path}; {how}"
             )
         source = str(path) if path.is_dir() else name
-        local = path.is_dir() or local_files_only()  # offline: fail now, not after the hub's retries
+        local = load_locally(path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local)
             model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=local)

@@ -7,6 +7,7 @@ import functools
 import os
 import socket
 import threading
+from pathlib import Path
 from urllib.parse import urlsplit
 
 CONNECT_TIMEOUT = 3.0
@@ -19,6 +20,12 @@ def local_files_only() -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return True
     return not _reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+
+
+def load_locally(path: str | os.PathLike) -> bool:
+    """Whether transformers should load ``path`` with ``local_files_only``: it is a local
+    directory, or the hub cannot be reached (offline, a load would fail only after its retries)."""
+    return Path(path).is_dir() or local_files_only()
 
 
 @functools.lru_cache(maxsize=4)

@@ -15,7 +15,7 @@ from searchgym.agents.policies.base import (
 )
 from searchgym.agents.policies.models import DEFAULT_MODEL, hub_progress, model_hint, resolve_model
 from searchgym.errors import DataNotFoundError
-from searchgym.hub import local_files_only
+from searchgym.hub import load_locally
 
 
 class _SampledLogprobs:
@@ -95,7 +95,7 @@ class HFPolicy(TokenizedPolicy):
                 f"cannot load model {model!r}: {path} holds no config.json; give a directory written by "
                 "save_pretrained, a hub id, or the offline default 'smollm2-135m-instruct'"
             )
-        local = Path(path).is_dir() or local_files_only()  # offline: fail now, not after the hub's retries
+        local = load_locally(path)
         try:
             with hub_progress(show_progress):
                 self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local)
