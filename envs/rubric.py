@@ -103,6 +103,5 @@ class Rubric(gym.Wrapper[str, str, str, str]):
 
 def with_rubric(env: gym.Env[str, str]) -> gym.Env[str, str]:
     """``env`` under a `Rubric` of its reward weights' episode terms (``env`` itself if none)."""
-    terms = getattr(env.unwrapped, "rewards", None)
-    terms = getattr(terms, "terms", None)
+    terms = getattr(getattr(env.unwrapped, "rewards", None), "terms", None)
     return Rubric(env, resolve_terms(terms)) if terms else env

@@ -89,7 +89,7 @@ class CachedPolicy(HFPolicy):
             if self._copy is not None:
                 with torch.no_grad():
                     self._copy.load_state_dict(self.model.state_dict())
-            self._weights = tuple(p._version for p in self.model.parameters())
+            self._weights = weights  # copying out of the model leaves its versions as they were
         return self._copy if self._copy is not None else self.model
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
