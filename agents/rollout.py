@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -187,6 +189,24 @@ def rollout(
                 slot.start(nxt[0], nxt[1], seed + nxt[0])
                 still.append(slot)
         active = still
+
+
+@contextmanager
+def episode_progress(total: int, desc: str, *, disable: bool = False) -> Iterator[dict[str, Callable]]:
+    """A progress bar (on stderr) counting finished episodes, with the turns played so far as its
+    postfix, so that it moves while long episodes play; yields the ``on_episode`` and ``on_turn``
+    keyword arguments of `run_episodes`."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=desc, unit="episode", disable=disable, file=sys.stderr) as bar:
+        turns = 0
+
+        def on_turn(acted: int) -> None:
+            nonlocal turns
+            turns += acted
+            bar.set_postfix(turns=turns, refresh=True)
+
+        yield {"on_episode": lambda _: bar.update(), "on_turn": on_turn}
 
 
 def run_episodes(

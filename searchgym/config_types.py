@@ -40,7 +40,26 @@ def check_field_types(obj: Any) -> None:
         if not matches(value, expected):
             raise ConfigError(
                 f"{f.name} must be {describe(expected)}, got {value!r} (a {type(value).__name__})"
+                + _float_hint(value, expected)
             )
+
+
+def _float_hint(value: Any, expected: Any) -> str:
+    """YAML 1.1 reads ``3e-5`` (no dot) as a string: say how to write the number.
+
+    >>> _float_hint("3e-5", float)
+    '; YAML reads a number in e-notation without a dot as text: write 3.0e-5'
+    """
+    if not (isinstance(value, str) and matches(1.0, expected)):
+        return ""
+    mantissa, e, exponent = value.lower().partition("e")
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    if not e or "." in mantissa:
+        return ""
+    return f"; YAML reads a number in e-notation without a dot as text: write {mantissa}.0e{exponent}"
 
 
 def matches(value: Any, tp: Any) -> bool:

@@ -93,7 +93,8 @@ class GRPOConfig:
     micro_batch_size: int = 4
     """Episodes per forward/backward; gradients accumulate over the step's whole batch."""
     bf16: bool | None = None
-    """bfloat16 autocast; None: where the GPU supports it (never on CPU)."""
+    """bfloat16 autocast of the warm start and the GRPO updates; None: where the GPU supports it
+    (never on CPU; ``true`` allows it on a CPU with native bfloat16 matmuls)."""
 
     # -- warm start: SFT on the oracle agent's episodes before GRPO
     warm_start_episodes: int = 0
@@ -106,8 +107,10 @@ class GRPOConfig:
 
     # -- evaluation, checkpoints, logging
     eval_tasks: int = 64
-    """Dev tasks evaluated greedily before and after training, and before the warm start when
-    there is one (0: none)."""
+    """Dev tasks evaluated greedily before and after GRPO, and before the warm start when there is
+    one and ``eval_base`` is set (0: none)."""
+    eval_base: bool = True
+    """With a warm start, also evaluate the model as loaded, before it."""
     eval_every: int = 0
     """Also evaluate every this many steps (0: only before and after)."""
     checkpoint_every: int = 10

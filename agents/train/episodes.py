@@ -146,7 +146,7 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
     processes); mean EM (with its 95 % bootstrap interval, ``em_low``/``em_high``), F1, searches,
     turns and invalid-action rate, and ``em_per_task`` (in task order) for paired comparisons."""
     from searchgym.agents.policies.agent import PolicyAgent
-    from searchgym.agents.rollout import run_episodes
+    from searchgym.agents.rollout import episode_progress, run_episodes
     from searchgym.generation import SamplingParams
 
     env = make_env(cfg, cfg.eval_split)
@@ -155,13 +155,19 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     mine = tasks[rank::world]
     params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0)
-    episodes = run_episodes(
-        lambda: make_env(cfg, cfg.eval_split),
-        lambda: PolicyAgent(policy, params),
-        mine,
-        n_envs=len(mine),
-        seed=cfg.seed,
-    )
+    show = cfg.progress and rank == 0
+    with episode_progress(len(mine), f"{cfg.eval_split} eval", disable=not show) as callbacks:
+        episodes = run_episodes(
+            lambda: make_env(cfg, cfg.eval_split),
+            lambda: PolicyAgent(policy, params),
+            mine,
+            # a policy that decodes in batches of max_batch_size (HF, the CPU engine) gets that many
+            # episodes at a time: more would only queue, and would outgrow the CPU engine's cache
+            # of each episode's keys and values, which then re-reads whole episodes every turn
+            n_envs=min(len(mine), getattr(policy, "max_batch_size", len(mine))),
+            seed=cfg.seed,
+            **callbacks,
+        )
     rows = [
         (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid) for i, e in enumerate(episodes)
     ]
@@ -204,12 +210,13 @@ def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) ->
     trajectories = oracle_trajectories(
         [make_env(cfg, cfg.train_split)], chosen, tokenizer, agent=cfg.warm_start_agent, seed=cfg.seed
     )
-    return sft(
-        model,
-        trajectories,
-        lr=cfg.warm_start_lr,
-        epochs=cfg.warm_start_epochs,
-        batch_size=cfg.warm_start_batch_size,
-        seed=cfg.seed,
-        progress=cfg.progress,
-    )
+    with accelerator.autocast():  # bfloat16 where `bf16` asks for it, as in the GRPO update
+        return sft(
+            model,
+            trajectories,
+            lr=cfg.warm_start_lr,
+            epochs=cfg.warm_start_epochs,
+            batch_size=cfg.warm_start_batch_size,
+            seed=cfg.seed,
+            progress=cfg.progress,
+        )

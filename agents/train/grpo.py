@@ -99,7 +99,11 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         episodes.sync_rollout_weights(rollout_policy, model)
     else:
         if cfg.warm_start_episodes:
-            base = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
+            base = (
+                episodes.evaluate(cfg, rollout_policy, accelerator)
+                if cfg.eval_tasks and cfg.eval_base
+                else None
+            )
             episodes.warm_start(cfg, model, tokenizer, accelerator)
             episodes.sync_rollout_weights(rollout_policy, model)
         before = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None

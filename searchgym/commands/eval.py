@@ -6,7 +6,6 @@ import argparse
 import functools
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,10 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
     from searchgym.agents.policies.base import SamplingParams
+    from searchgym.agents.rollout import episode_progress
     from searchgym.envs.contract import check_trainable_env
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
@@ -94,23 +92,14 @@ def run(args: argparse.Namespace) -> int:
 
     results: dict[str, dict[str, Any]] = {}
     for name in agent_names:
-        with tqdm(
-            total=n, desc=f"{name:>10}", unit="episode", disable=args.no_progress, file=sys.stderr
-        ) as bar:
-            turns = [0]
-
-            def count_turns(acted: int, bar=bar, turns=turns) -> None:
-                turns[0] += acted
-                bar.set_postfix(turns=turns[0], refresh=True)  # moves while long episodes play
-
+        with episode_progress(n, f"{name:>10}", disable=args.no_progress) as callbacks:
             episodes = run_episodes(
                 lambda: make(args.env, **make_kwargs),
                 functools.partial(make_agent, name, seed=args.seed, params=params),
                 tasks,
                 n_envs=args.n_envs,
                 seed=args.seed,
-                on_episode=lambda _: bar.update(),
-                on_turn=count_turns,
+                **callbacks,
             )
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
         results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}

@@ -251,3 +251,13 @@ def test_grpo_trains_any_registered_trainable_policy_and_refuses_others(tiny_lla
         ConfigError, match="'test-chat-only' gave a ChatOnly, which GRPO cannot train: it lacks model"
     ):
         train(tiny_config(tiny_llama_dir, tmp_path / "b", policy="test-chat-only", steps=1, eval_tasks=0))
+
+
+def test_eval_base_false_skips_only_the_evaluation_as_loaded(tiny_llama_dir, tmp_path):
+    summary = train(
+        tiny_config(
+            tiny_llama_dir, tmp_path, steps=1, warm_start_episodes=2, warm_start_batch_size=2, eval_base=False
+        )
+    )
+    assert summary["eval_base"] is None
+    assert summary["eval_before"]["n"] == summary["eval_after"]["n"] == 2
