@@ -3,7 +3,7 @@ baselines and the trl adapter. Policies are in `searchgym.agents.policies`, trai
 `searchgym.agents.train`."""
 
 from searchgym.agents.base import Agent, BatchAgent
-from searchgym.agents.integrations.trl import TrlEnv, trl_dataset
+from searchgym.agents.integrations.trl import TrlEnv, trl_dataset, trl_model
 from searchgym.agents.registry import make_agent
 from searchgym.agents.rollout import (
     Episode,
@@ -34,4 +34,5 @@ __all__ = [
     "summarize",
     "summarize_by",
     "trl_dataset",
+    "trl_model",
 ]

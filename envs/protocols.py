@@ -87,6 +87,15 @@ class ActionProtocol:
         document can never pose as the agent's own action or end the result block early."""
         return f"\n\n<{self.result_tag}>{self.escape(text)}</{self.result_tag}>\n\n"
 
+    def unwrap_result(self, observation: str) -> str:
+        """An observation without its result tags, for chat templates that add their own.
+
+        >>> ToolCallsProtocol().unwrap_result("\\n\\n<tool_response>Doc 1</tool_response>\\n\\n")
+        'Doc 1'
+        """
+        tag = self.result_tag
+        return observation.strip().removeprefix(f"<{tag}>").removesuffix(f"</{tag}>").strip()
+
     def format_error(self, reason: str) -> str:
         raise NotImplementedError
 

@@ -135,7 +135,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--set", "steps"], "overrides look like key=value, got 'steps'"),
     (["train", "--set", "steps=abc"], "steps must be an integer, got 'abc'"),
     (["train", "--set", "steps=[1"], r"--set steps: '\[1' is not valid YAML"),
-    (["train", "--set", "steps=-1"], "steps must be >= 1, got -1"),
+    (["train", "--set", "steps=-1"], "steps must be >= 0, got -1"),
     (["train", "--set", "seed=1.5"], "seed must be an integer, got 1.5"),
     (["train", "--set", "lr=fast"], "lr must be a number, got 'fast'"),
     (["train", "--set", "lr=3e-5"], "YAML reads a number in e-notation without a dot as text: write 3.0e-5"),

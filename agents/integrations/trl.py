@@ -10,24 +10,41 @@ the episode's summed searchgym reward. `trl_dataset` turns tasks into the rows t
 env's own first observation (instructions and question) as the prompt, plus the task, which
 ``reset(**row)`` hands to the env as ``options={"task": ...}``.
 
-Training on a searchgym env with trl::
+The model must make tool calls that trl can parse, so it needs a chat template trl knows
+(Qwen2.5's, Qwen3's, Llama 3.1's, …) and the habit of calling tools with it. A Qwen2.5 or Qwen3
+instruct model has both. SmolLM2 has neither: warm start it first with ``searchgym train
+--config configs/trl_warm_start.yaml``. That is SFT on the oracle agent's episodes under trl's
+Qwen2.5 template, which searchgym then renders exactly as trl does (see
+`searchgym.agents.policies.agent`). `trl_model` gives the checkpoint to load and checks its
+template. The README's "Train with trl" runs it on a CPU::
 
+    import torch
     from trl import GRPOConfig, GRPOTrainer
-    from searchgym.agents import TrlEnv, trl_dataset
+    from searchgym.agents import TrlEnv, trl_dataset, trl_model
 
     env_id = "searchgym/FictionalQA-BM25-v0"
+    options = {"hops": [1], "top_k": 2, "max_obs_tokens": 256, "max_turns": 4, "rewards": {"format": 0.1}}
+    gpu = torch.cuda.is_available()
     trainer = GRPOTrainer(
-        model="Qwen/Qwen2.5-0.5B-Instruct",
-        args=GRPOConfig(max_completion_length=2048, max_tool_calling_iterations=8),
-        train_dataset=trl_dataset(env_id, split="train"),  # env options select the tasks
-        environment_factory=TrlEnv.factory(env_id),
+        model=trl_model("runs/trl-warm-start"),  # the warm-started SmolLM2
+        args=GRPOConfig(
+            use_cpu=not gpu,  # trl refuses to start on a CPU-only machine without it
+            bf16=gpu,
+            num_generations=4,
+            per_device_train_batch_size=4,
+            max_completion_length=768,
+            max_tool_calling_iterations=options["max_turns"],  # the env's turn limit
+            ...
+        ),
+        train_dataset=trl_dataset(env_id, split="train", **options),
+        environment_factory=TrlEnv.factory(env_id, **options),
     )
     trainer.train()
 
-trl needs a chat template that does tool calling and that it can parse (Qwen2.5's, Qwen3's,
-Llama 3.1's, …); for a model without one, such as SmolLM2, set ``tokenizer.chat_template =
-trl.chat_template_utils.qwen2_5_chat_template`` and pass ``processing_class=tokenizer``.
-Set ``max_tool_calling_iterations`` to the env's turn limit (8 for the registered envs).
+Give `trl_dataset` and `TrlEnv.factory` the same env options as the warm start, and set
+``max_tool_calling_iterations`` to the env's turn limit (8 for the registered envs unless
+``max_turns`` says otherwise). trl keeps sampling after the ``answer`` call until the model stops
+calling tools; those later calls do not step the env.
 
 Reward functions passed as ``reward_funcs`` receive the rollouts' `TrlEnv` instances as
 ``environments``; their ``info`` holds the answer step's ``em``, ``f1`` and counters.
@@ -45,8 +62,10 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -145,10 +164,12 @@ class TrlEnv:
         self.info = {}
         self.done = False
 
-    def search(self, query: str) -> str:
+    # The tools return text but carry no return annotation: trl renders each tool's JSON schema
+    # from its signature, and "return" would make it differ from the schema searchgym renders.
+    def search(self, query: str):
         return self._step(ToolCall(SEARCH.name, {"query": query}))
 
-    def answer(self, answer: str) -> str:
+    def answer(self, answer: str):
         return self._step(ToolCall(ANSWER.name, {"answer": answer}))
 
     def get_reward(self) -> float:
@@ -163,17 +184,12 @@ class TrlEnv:
         observation, reward, terminated, truncated, self.info = self.env.step(self.protocol.format_call(call))
         self.reward += float(reward)
         self.done = terminated or truncated
-        text = self._unwrap(observation)
+        text = self.protocol.unwrap_result(observation)
         if terminated:  # only an answer terminates
             return ANSWERED
         if truncated:
             return f"{text}\n\n{TURN_LIMIT}".lstrip()
         return text
-
-    def _unwrap(self, observation: str) -> str:
-        """The tool result without the protocol's result tags: the chat template adds its own."""
-        tag = self.protocol.result_tag
-        return observation.strip().removeprefix(f"<{tag}>").removesuffix(f"</{tag}>").strip()
 
     def _own_task(self, task_id: str) -> Task:
         if self._tasks_by_id is None:
@@ -203,6 +219,42 @@ def _tool_docstring(tool: Tool) -> str:
 # The tools' descriptions come from the same `Tool` definitions the env's protocol is built from.
 TrlEnv.search.__doc__ = _tool_docstring(SEARCH)
 TrlEnv.answer.__doc__ = _tool_docstring(ANSWER)
+
+
+def trl_model(path: str | os.PathLike) -> str:
+    """The directory trl's ``GRPOTrainer(model=...)`` should load for ``path``: a model directory
+    (a checkpoint of `searchgym train`, or any saved transformers model) or a run directory of
+    `searchgym train` (its newest checkpoint). Raises `ConfigError` when ``path`` holds neither, or
+    when the model's chat template is not one trl parses tool calls with (warm start it with
+    ``chat_template: qwen2_5``, as ``configs/trl_warm_start.yaml`` does)."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    from searchgym.agents.train.checkpoint import latest_checkpoint
+
+    given = Path(path)
+    how = "run `searchgym train --config configs/trl_warm_start.yaml` to write one"
+    if not given.is_dir():
+        raise ConfigError(
+            f"{given} is not a directory: give a run directory of searchgym train or a checkpoint; {how}"
+        )
+    weights = [*given.glob("*.safetensors"), *given.glob("pytorch_model*.bin")]
+    model = latest_checkpoint(given) or (given if (given / "config.json").is_file() and weights else None)
+    if model is None:
+        raise ConfigError(f"{given} holds neither a checkpoint of searchgym train nor a saved model; {how}")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    parsed = supports_tool_calling(tokenizer)
+    if parsed:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            parsed = False
+    if not parsed:
+        raise ConfigError(
+            f"the chat template of {model} has no tool calling that trl parses; warm start the model with "
+            "`--set chat_template=qwen2_5` (see configs/trl_warm_start.yaml)"
+        )
+    return str(model)
 
 
 def trl_dataset(

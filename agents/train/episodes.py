@@ -19,18 +19,24 @@ if TYPE_CHECKING:
 
 def load_policies(cfg: GRPOConfig, device: torch.device):
     """The trainable policy (``cfg.policy``'s backend loading ``cfg.model``) and the policy that
-    plays episodes (itself, or a vLLM engine)."""
+    plays episodes (itself, or a vLLM engine), both with ``cfg.chat_template`` where one is set."""
     from searchgym.agents.policies.base import check_trainable
+    from searchgym.agents.policies.models import resolve_chat_template
     from searchgym.registry import POLICIES
 
     load = POLICIES.resolve(cfg.policy)
     policy = load(cfg.model, device=str(device), dtype="float32", seed=cfg.seed, show_progress=cfg.progress)
     check_trainable(policy, cfg.policy)
-    if cfg.rollout_engine == "hf":
-        return policy, policy
-    from searchgym.agents.policies.vllm import VLLMPolicy
+    rollout_policy = policy
+    if cfg.rollout_engine == "vllm":
+        from searchgym.agents.policies.vllm import VLLMPolicy
 
-    return policy, VLLMPolicy(cfg.model, seed=cfg.seed)
+        rollout_policy = VLLMPolicy(cfg.model, seed=cfg.seed)
+    if cfg.chat_template is not None:
+        template = resolve_chat_template(cfg.chat_template)
+        for p in {id(policy): policy, id(rollout_policy): rollout_policy}.values():
+            p.tokenizer.chat_template = template
+    return policy, rollout_policy
 
 
 def sync_rollout_weights(rollout_policy: Any, model: torch.nn.Module) -> None:

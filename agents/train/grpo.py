@@ -141,7 +141,8 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         bar.update()
     bar.close()
 
-    after = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
+    # with no GRPO step (a warm start alone), the model is the one evaluated before
+    after = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks and cfg.steps else None
     summary = {
         "steps": cfg.steps,
         "resumed_from": start_step,

@@ -213,6 +213,12 @@ def test_config_rejects_bad_values_and_unknown_keys_with_a_hint():
         load_config(None, ["steps"])
     with pytest.raises(ConfigError, match="warm_start_agent must be a scripted agent"):
         GRPOConfig(warm_start_agent="hf:smollm2-135m-instruct")
+    with pytest.raises(ConfigError, match=r"unknown chat template 'qwen25'; did you mean 'qwen2_5'\?"):
+        GRPOConfig(chat_template="qwen25")
+    with pytest.raises(ConfigError, match="chat template file nowhere/t.jinja does not exist"):
+        GRPOConfig(chat_template="nowhere/t.jinja")
+    with pytest.raises(ConfigError, match="steps must be >= 0, got -1"):
+        GRPOConfig(steps=-1)
 
 
 def test_config_reads_yaml_and_overrides(tmp_path):

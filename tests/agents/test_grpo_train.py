@@ -138,6 +138,34 @@ def test_a_warm_start_runs_before_grpo_and_is_evaluated_on_both_sides(tiny_llama
     )  # kept in the checkpoint
 
 
+def test_a_warm_start_alone_is_saved_with_the_chat_template_it_trained_with(tiny_llama_dir, tmp_path):
+    """``steps: 0`` with ``chat_template``: the warm start, evaluated once, saved as step 0 with
+    the template on its tokenizer (what ``trl_model`` hands to trl)."""
+    from transformers import AutoTokenizer
+
+    from searchgym.agents.integrations.trl import trl_model
+    from searchgym.agents.policies.models import resolve_chat_template
+
+    cfg = tiny_config(
+        tiny_llama_dir,
+        tmp_path,
+        steps=0,
+        chat_template="qwen2_5",
+        env_kwargs={"n_passages": 300, "max_obs_tokens": 64, "protocol": "tool_calls"},
+        warm_start_episodes=2,
+        warm_start_batch_size=2,
+    )
+    summary = train(cfg)
+    assert summary["eval_before"]["n"] == 2 and summary["eval_after"] is None  # no GRPO step: no second eval
+    assert summary["grpo_vs_start"] is None
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-000000"]
+    assert trl_model(tmp_path) == str(tmp_path / "checkpoints" / "step-000000")
+    saved = AutoTokenizer.from_pretrained(trl_model(tmp_path))
+    assert saved.chat_template == resolve_chat_template("qwen2_5")  # exactly: trl recognises it by its text
+    loaded = load_file(tiny_llama_dir / "model.safetensors")
+    assert any(not torch.equal(loaded[k], v) for k, v in weights(tmp_path, 0).items())
+
+
 def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_dir, tmp_path, monkeypatch):
     from searchgym.agents.train import episodes as train_episodes
     from searchgym.agents.train import warm_start

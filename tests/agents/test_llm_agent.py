@@ -57,7 +57,9 @@ def templated(request, tokenizer):
     return copy
 
 
-def test_results_come_as_user_messages_templated_by_the_chat_template(templated):
+def test_results_come_as_messages_templated_by_the_chat_template(templated):
+    """SmolLM2's template has no tool calling: results come as user messages. Qwen2.5's renders
+    tools: they are in the prompt, the turn ends with end-of-sequence and results are tool messages."""
     tokenizer = templated
     call = '<tool_call>{"name": "search", "arguments": {"query": "capital"}}</tool_call>'
     answer = '<tool_call>{"name": "answer", "arguments": {"answer": "Oslo"}}</tool_call>'
@@ -65,14 +67,19 @@ def test_results_come_as_user_messages_templated_by_the_chat_template(templated)
     [episode], _ = play(policy, protocol="tool_calls")
     traj, second = episode.trajectory, policy.prompts[1]
     assert second == traj.prompt_ids + traj.ids[: len(second) - len(traj.prompt_ids)]
-    question, _ = env("tool_calls").reset(options={"task": env().unwrapped.tasks[0]})
-    messages = [
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": call},
-        {"role": "user", "content": episode.turns[0].observation},
-    ]
-    expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    question, info = env("tool_calls").reset(options={"task": env().unwrapped.tasks[0]})
+    observation = episode.turns[0].observation
+    tools = [t.schema() for t in info["protocol"].tools]
+    if "tools" in tokenizer.chat_template:  # Qwen2.5's
+        result = {"role": "tool", "name": "search", "content": info["protocol"].unwrap_result(observation)}
+        kwargs = {"tools": tools}
+    else:
+        result, kwargs = {"role": "user", "content": observation}, {}
+    messages = [{"role": "user", "content": question}, {"role": "assistant", "content": call}, result]
+    expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
     assert tokenizer.decode(second) == expected  # as if the whole conversation had been templated
+    assert ("<tool_response>\nDoc 1(Title: " in expected) == bool(kwargs)
+    assert (traj.ids[traj.turn_ends[0] - 1] == tokenizer.eos_token_id) == bool(kwargs)  # learnt, not added
 
 
 def test_an_end_of_sequence_token_closes_the_turn_even_with_inline_results(tokenizer):

@@ -1,6 +1,7 @@
 """The trl adapter: `TrlEnv`'s tools step a real FictionalQA-BM25-v0 env and `get_reward` is the
 env's summed reward; `trl_dataset` rows start the right task; and trl's GRPOTrainer trains through it."""
 
+import functools
 import inspect
 import json
 import math
@@ -120,9 +121,7 @@ def test_trl_sees_exactly_the_envs_tools_with_their_schemas():
     assert tools == ["answer", "search"]
     env = TrlEnv(ENV_ID)
     for method, tool in ((env.search, SEARCH), (env.answer, ANSWER)):
-        schema = get_json_schema(method)
-        schema["function"].pop("return")
-        assert schema == tool.schema()
+        assert get_json_schema(method) == tool.schema()  # what trl renders is what searchgym renders
 
 
 def test_envs_trl_cannot_drive_are_refused():
@@ -143,6 +142,61 @@ def test_the_factory_makes_fresh_independent_envs(rows):
     second.reset(**rows[1])
     assert first.search("Treimyne Company founded").count("Doc ") == 1  # top_k reached the env
     assert first.calls == {"search": 1} and second.calls == {}
+
+
+def test_the_warm_start_trains_on_the_tokens_trl_builds(rows, one_hop):
+    """The oracle's episode as the warm start records it under Qwen2.5's template (searchgym train
+    with ``chat_template: qwen2_5``) is, token for token, what trl's GRPOTrainer builds for the same
+    calls: its prompt (the tools in the system prompt), the model's turns, each ending with the
+    end-of-sequence token, and the tool results its ``_get_tool_suffix_ids`` appends."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    from searchgym.agents.policies.models import resolve_chat_template, resolve_tokenizer
+    from searchgym.agents.train.warm_start import oracle_trajectories
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer("smollm2-135m-instruct"))
+    tokenizer.chat_template = resolve_chat_template("qwen2_5")
+    add_response_schema(tokenizer)
+    tool_env = functools.partial(searchgym.make, ENV_ID, protocol="tool_calls")
+    [traj] = oracle_trajectories([tool_env], one_hop[:1], tokenizer)
+
+    env = TrlEnv(ENV_ID)  # what trl does with rows[0], as in GRPOTrainer._generate and _tool_call_loop
+    env.reset(**rows[0])
+    tools = [env.search, env.answer]
+    prompt = tokenizer.apply_chat_template(
+        rows[0]["prompt"], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    assert traj.prompt_ids == prompt
+    template = {"chat_template": None, "chat_template_kwargs": {}}  # trl's own: the tokenizer's
+    trainer = SimpleNamespace(processing_class=tokenizer, _tokenizer=tokenizer, _is_vlm=False, **template)
+    ids, calls = [], []
+    for start, end in zip(traj.turn_starts, traj.turn_ends):
+        turn = traj.ids[start:end]
+        assert turn[-1] == tokenizer.eos_token_id and all(traj.mask[start:end])
+        ids += turn
+        [call] = parse_response(tokenizer, turn, prefix=prompt + ids[: -len(turn)], tools=tools)["tool_calls"]
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        calls.append(name)
+        result = getattr(env, name)(**arguments)
+        if not env.done:
+            message = {"role": "tool", "name": name, "content": result}
+            ids += GRPOTrainer._get_tool_suffix_ids(trainer, [message])
+    assert traj.ids == ids and calls == ["search", "answer"] and env.info["em"] == 1.0
+
+
+def test_trl_model_finds_the_checkpoint_and_refuses_what_trl_cannot_use(tmp_path, tiny_llama_dir):
+    from searchgym.agents.integrations.trl import trl_model
+
+    with pytest.raises(ConfigError, match="is not a directory: give a run directory of searchgym train"):
+        trl_model(tmp_path / "runs" / "nothing")
+    with pytest.raises(ConfigError, match="holds neither a checkpoint of searchgym train nor a saved model"):
+        trl_model(tmp_path)
+    with pytest.raises(ConfigError, match=r"has no tool calling that trl parses; .*chat_template=qwen2_5"):
+        trl_model(tiny_llama_dir)  # SmolLM2's own template
 
 
 def half_scripted_trainer(answers_by_question):
