@@ -26,11 +26,10 @@ from tqdm import tqdm
 from searchgym.errors import (
     ConfigError,
     DataNotFoundError,
-    DependencyNotInstalled,
     SearchGymError,
-    import_optional,
 )
 from searchgym.files import replace_atomically
+from searchgym.hub import download_dataset_file
 from searchgym.tasks.datasets import (
     BENCHMARKS,
     HUB_REPO_ID,
@@ -104,20 +103,8 @@ def locate_source(source: str, name: str, split: str) -> Path:
         raise DataNotFoundError(
             f"--source {source!r} is neither a directory nor a Hub dataset id such as {HUB_REPO_ID!r}"
         )
-    try:
-        hub = import_optional("huggingface_hub", "data")
-    except DependencyNotInstalled as e:
-        raise DependencyNotInstalled(f"{e}, or pass --source DIR holding DIR/{name}/{split}.jsonl") from e
     filename = f"{name}/{split}.jsonl"
-    try:
-        return Path(hub.hf_hub_download(repo_id=source, repo_type="dataset", filename=filename))
-    except Exception as e:  # the hub raises many kinds (offline, HTTP, missing entry); report all
-        raise DataNotFoundError(
-            f"could not download {filename} from the Hugging Face Hub dataset {source!r} "
-            f"({type(e).__name__}: {e}). Check the network connection and that HF_HUB_OFFLINE is "
-            f"not set, or download the file yourself and pass --source DIR with "
-            f"DIR/{filename} in it"
-        ) from e
+    return download_dataset_file(source, filename, f"pass --source DIR holding DIR/{filename}")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

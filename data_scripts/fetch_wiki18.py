@@ -32,10 +32,9 @@ from tqdm import tqdm
 from searchgym.errors import (
     ConfigError,
     DataNotFoundError,
-    DependencyNotInstalled,
     SearchGymError,
-    import_optional,
 )
+from searchgym.hub import download_dataset_file
 from searchgym.retrievers import Doc, write_corpus
 from searchgym.retrievers.corpus import doc_from_row
 from searchgym.tasks.datasets import default_data_dir
@@ -47,18 +46,7 @@ N_PASSAGES = 21_015_324
 
 def download() -> Path:
     """``wiki-18.jsonl.gz`` from the Hub (or the Hub's local cache)."""
-    try:
-        hub = import_optional("huggingface_hub", "data")
-    except DependencyNotInstalled as e:
-        raise DependencyNotInstalled(f"{e}, or pass --source FILE (a local wiki-18.jsonl[.gz])") from e
-    try:
-        return Path(hub.hf_hub_download(repo_id=HUB_REPO_ID, repo_type="dataset", filename=HUB_FILENAME))
-    except Exception as e:  # the hub raises many kinds (offline, HTTP, missing entry); report all
-        raise DataNotFoundError(
-            f"could not download {HUB_FILENAME} from the Hugging Face Hub dataset {HUB_REPO_ID!r} "
-            f"({type(e).__name__}: {e}). Check the network connection and that HF_HUB_OFFLINE is not "
-            "set, or download the file yourself and pass --source FILE"
-        ) from e
+    return download_dataset_file(HUB_REPO_ID, HUB_FILENAME, "pass --source FILE (a local wiki-18.jsonl[.gz])")
 
 
 def _open(path: Path) -> IO[str]:

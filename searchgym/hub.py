@@ -47,3 +47,30 @@ def _reachable(endpoint: str) -> bool:
     thread.start()
     thread.join(CONNECT_TIMEOUT)
     return bool(answer and answer[0])
+
+
+def download_dataset_file(repo_id: str, filename: str, instead: str) -> Path:
+    """``filename`` of the Hub dataset ``repo_id``, downloaded or from the Hub's local cache. Where
+    the hub cannot be reached only the cache is read, so the error comes within seconds, not after
+    the hub's retries. ``instead`` says how to do without the hub (``pass --source DIR``), in
+    every error."""
+    from searchgym.errors import DataNotFoundError, DependencyNotInstalled, import_optional
+
+    try:
+        hub = import_optional("huggingface_hub", "data")
+    except DependencyNotInstalled as e:
+        raise DependencyNotInstalled(f"{e}, or {instead}") from e
+    offline = local_files_only()
+    try:
+        return Path(hub.hf_hub_download(repo_id, filename, repo_type="dataset", local_files_only=offline))
+    except Exception as e:  # the hub raises many kinds (offline, HTTP, missing entry); report all
+        why = (
+            "the hub cannot be reached and it is not in the local cache"
+            if offline
+            else f"{type(e).__name__}: {e}"
+        )
+        raise DataNotFoundError(
+            f"could not download {filename} from the Hugging Face Hub dataset {repo_id!r} ({why}). "
+            f"Check the network connection and that HF_HUB_OFFLINE is not set, or download the file "
+            f"yourself and {instead}"
+        ) from e

@@ -41,7 +41,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--n", type=int, default=100, help="number of tasks, sampled without replacement")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-envs", type=bounded_int(1), default=4, help="env-agent pairs played side by side")
+    p.add_argument(
+        "--n-envs",
+        type=bounded_int(1),
+        default=None,
+        help="env-agent pairs played side by side (default: 32 for a language-model agent, whose turns "
+        "are one batched generation, 4 otherwise)",
+    )
     p.add_argument(
         "--temperature", type=float, default=0.0, help="language-model agents: 0 is greedy (default)"
     )
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
     from searchgym.agents.policies.base import SamplingParams
     from searchgym.agents.rollout import episode_progress
+    from searchgym.agents.registry import is_policy_agent
     from searchgym.envs.contract import check_trainable_env
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
@@ -97,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 lambda: make(args.env, **make_kwargs),
                 functools.partial(make_agent, name, seed=args.seed, params=params),
                 tasks,
-                n_envs=args.n_envs,
+                n_envs=args.n_envs or (32 if is_policy_agent(name) else 4),
                 seed=args.seed,
                 **callbacks,
             )

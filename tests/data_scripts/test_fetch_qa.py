@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -205,3 +206,13 @@ def test_convert_refuses_an_empty_source(fetch_qa: ModuleType, tmp_path: Path) -
     with pytest.raises(ConfigError, match="holds no rows"):
         fetch_qa.convert(src, tmp_path / "out.jsonl", "nq", "test", progress=False)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_unreachable_hub_fails_within_seconds_saying_so(tmp_path: Path) -> None:
+    """Offline, the hub's client retries for about 25 s; the script reads only the local cache and fails at once."""
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}  # nothing listens on port 9
+    start = time.monotonic()
+    result = run_script("--dataset", "nq", "--out", tmp_path / "out", env=env)
+    assert result.returncode == 1 and time.monotonic() - start < 20
+    assert "the hub cannot be reached and it is not in the local cache" in result.stderr
+    assert "pass --source DIR holding DIR/nq/test.jsonl" in result.stderr
