@@ -80,6 +80,11 @@ class CachedPolicy(HFPolicy):
         super().reseed(seed)
         self.store.clear()
 
+    def drop_caches(self) -> None:
+        """Free the kept keys and values now, rather than at the next call after the weights
+        change (the trainer calls this before an update, whose activations need the memory)."""
+        self.store.clear()
+
     def _generator_model(self) -> torch.nn.Module:
         """The model to decode with, after dropping caches (and refreshing the copy) if the
         weights changed since the last call."""

@@ -97,7 +97,10 @@ class GRPOConfig:
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     micro_batch_size: int = 4
-    """Episodes per forward/backward; gradients accumulate over the step's whole batch."""
+    """Episodes per forward/backward, in the GRPO update and in the warm start (there, its greatest
+    common divisor with ``warm_start_batch_size``, so that SFT steps are unchanged); gradients
+    accumulate over the step's whole batch. The activations of 4 two-hop episodes took the main
+    job to 10 GB in float32; 2 keep it lower (see configs/quickstart.yaml)."""
     bf16: bool | None = None
     """bfloat16 autocast of the warm start and the GRPO updates; None: where the GPU supports it
     (never on CPU; ``true`` allows it on a CPU with native bfloat16 matmuls)."""

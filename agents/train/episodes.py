@@ -4,6 +4,7 @@ playing them in groups, greedy evaluation and the scripted warm start.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -134,12 +135,21 @@ def play_step(
             played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
             kept += [g for g in more if not is_degenerate(g)]
         groups = kept[: len(tasks)] or groups  # none informative: learn nothing from the step's own
+    drop_caches(policy)
     metrics = {
         "rollout/degenerate_groups": degenerate / played,
         "rollout/groups_played": float(played),
         "rollout/groups_trained": float(len(groups)),
     }
     return groups, metrics
+
+
+def drop_caches(policy: Any) -> None:
+    """Free what a policy kept of the episodes it just played (the CPU engine's keys and values):
+    no later call can use it, since the next update changes the weights it belongs to, and the
+    update's activations need the memory."""
+    if hasattr(policy, "drop_caches"):
+        policy.drop_caches()
 
 
 def is_degenerate(group: Sequence[Any]) -> bool:
@@ -174,6 +184,7 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
             seed=cfg.seed,
             **callbacks,
         )
+    drop_caches(policy)
     rows = [
         (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid) for i, e in enumerate(episodes)
     ]
@@ -216,13 +227,16 @@ def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) ->
     trajectories = oracle_trajectories(
         [make_env(cfg, cfg.train_split)], chosen, tokenizer, agent=cfg.warm_start_agent, seed=cfg.seed
     )
+    # the steps of warm_start_batch_size episodes, in micro-batches no larger than the GRPO update's
+    micro = math.gcd(cfg.warm_start_batch_size, cfg.micro_batch_size)
     with accelerator.autocast():  # bfloat16 where `bf16` asks for it, as in the GRPO update
         return sft(
             model,
             trajectories,
             lr=cfg.warm_start_lr,
             epochs=cfg.warm_start_epochs,
-            batch_size=cfg.warm_start_batch_size,
+            batch_size=micro,
+            grad_accum=cfg.warm_start_batch_size // micro,
             seed=cfg.seed,
             progress=cfg.progress,
         )

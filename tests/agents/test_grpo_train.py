@@ -1,6 +1,7 @@
 """`train(cfg)` end to end on a tiny random Llama and a small generated world."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -192,7 +193,6 @@ def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_d
 def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
     """score_groups adds weight x the summed gains to each episode's reward (not with igpo, which
     uses them per turn) and records each turn's gain on the episode for the viewer."""
-    from types import SimpleNamespace
 
     from searchgym.agents.rollout import Episode, Turn
     from searchgym.agents.train.config import GRPOConfig
@@ -215,7 +215,6 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
 def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     """Groups whose rewards are all equal are dropped and further tasks played, in bounded rounds;
     the extra tasks follow from the step, so a resumed run draws the same."""
-    from types import SimpleNamespace
 
     from searchgym.agents.train import episodes
     from searchgym.agents.train.config import GRPOConfig
@@ -289,3 +288,51 @@ def test_eval_base_false_skips_only_the_evaluation_as_loaded(tiny_llama_dir, tmp
     )
     assert summary["eval_base"] is None
     assert summary["eval_before"]["n"] == summary["eval_after"]["n"] == 2
+
+
+def test_rollouts_and_evaluations_free_the_cpu_engines_caches(tiny_llama_dir, tmp_path):
+    """The CPU engine's keys and values of a step's episodes are freed before the update needs
+    the memory (they belong to weights the update changes), and so are an evaluation's."""
+    from searchgym.agents.policies.cached import CachedPolicy
+    from searchgym.agents.train import episodes as train_episodes
+
+    cfg = tiny_config(tiny_llama_dir, tmp_path, policy="cpu")
+    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", dtype="float32")
+    seen = []  # how many streams the engine kept after each of its calls
+    generate = policy.generate
+
+    def counting(*args, **kwargs):
+        completions = generate(*args, **kwargs)
+        seen.append(len(policy.store.entries))
+        return completions
+
+    policy.generate = counting
+    envs = [train_episodes.make_env(cfg, cfg.train_split) for _ in range(4)]
+    train_tasks = list(envs[0].unwrapped.tasks)
+    train_episodes.play_step(
+        policy, envs, train_tasks, 0, cfg, SimpleNamespace(process_index=0, num_processes=1)
+    )
+    assert max(seen) > 0 and policy.store.entries == []
+    seen.clear()
+    train_episodes.evaluate(cfg, policy)
+    assert max(seen) > 0 and policy.store.entries == []
+
+
+def test_the_warm_start_steps_in_micro_batches_of_the_update(tiny_llama_dir, tmp_path, monkeypatch):
+    """A step of ``warm_start_batch_size`` episodes, in micro-batches no larger than the update's."""
+    import contextlib
+
+    from transformers import AutoTokenizer
+
+    from searchgym.agents.train import episodes as train_episodes
+    from searchgym.agents.train import warm_start
+
+    calls = []
+    monkeypatch.setattr(warm_start, "sft", lambda model, trajectories, **kw: calls.append(kw) or [0.0])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    for micro, expected in ((2, (2, 2)), (3, (1, 4)), (8, (4, 1))):
+        cfg = tiny_config(
+            tiny_llama_dir, tmp_path, warm_start_episodes=4, warm_start_batch_size=4, micro_batch_size=micro
+        )
+        train_episodes.warm_start(cfg, None, tokenizer, SimpleNamespace(autocast=contextlib.nullcontext))
+        assert (calls[-1]["batch_size"], calls[-1]["grad_accum"]) == expected  # 4 episodes a step
