@@ -19,6 +19,7 @@ import tomllib
 from test_readme import ROOT, readme_block
 
 BIN = Path(sys.executable).parent
+OWN = "Your own env, agent and reward"
 # What tests a block: (README section, language, index in the section) -> the test's name.
 BLOCKS = {
     ("searchgym", "bash", 0): "test_readme.py::test_two_commands_with_the_same_setup_as_ci",  # and CI
@@ -28,21 +29,9 @@ BLOCKS = {
     ("Use it", "bash", 1): "test_the_language_model_agents_run_as_written",
     ("Train", "bash", 0): "test_the_train_commands_run_shortened",
     ("See what the agent did", "bash", 0): "test_the_viewer_serves_what_eval_wrote",
-    (
-        "Your own env, agent and reward",
-        "python",
-        0,
-    ): "test_readme.py::test_your_own_env_agent_and_reward_run_as_written",
-    (
-        "Your own env, agent and reward",
-        "bash",
-        0,
-    ): "test_readme.py::test_your_own_env_agent_and_reward_run_as_written",
-    (
-        "Your own env, agent and reward",
-        "toml",
-        0,
-    ): "test_the_plugin_entry_point_names_the_group_searchgym_loads",
+    (OWN, "python", 0): "test_readme.py::test_your_own_env_agent_and_reward_run_as_written",
+    (OWN, "bash", 0): "test_readme.py::test_your_own_env_agent_and_reward_run_as_written",
+    (OWN, "toml", 0): "test_the_plugin_entry_point_names_the_group_searchgym_loads",
     ("Data", "python", 0): "test_the_data_example_reads_local_benchmarks",
     ("Data", "bash", 0): "test_the_data_scripts_fail_fast_offline_and_the_index_builds",
     ("Indexes and the retrieval server", "bash", 0): "test_the_index_builds_and_the_server_run_as_written",
@@ -76,10 +65,14 @@ def test_every_readme_block_has_a_test():
         assert callable(getattr(sys.modules[module.removesuffix(".py")] if module else here, name)), test
 
 
+def environ(**env: str) -> dict[str, str]:
+    """This process's environment with this venv's commands first on the PATH, and ``env``."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1", **env}
+
+
 def bash(script: str, cwd: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
-    """``script`` run by bash from ``cwd`` with this venv's commands first on the PATH; it must succeed."""
-    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
-    result = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=cwd, env={**environ, **env},
+    """``script`` run by bash from ``cwd``; it must succeed."""
+    result = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=cwd, env=environ(**env),
                             capture_output=True, text=True, timeout=timeout)  # fmt: skip
     assert result.returncode == 0, f"{script}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result
@@ -87,9 +80,9 @@ def bash(script: str, cwd: Path, timeout: float = 900, **env: str) -> subprocess
 
 def serve(command: str, cwd: Path, url: str, **env: str) -> subprocess.Popen:
     """Start a server command and wait until ``url`` answers."""
-    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **env}
-    server = subprocess.Popen(command, shell=True, cwd=cwd, env=environ, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)  # fmt: skip
+    # a session of its own, so that `stop` stops the server with the shell that started it
+    server = subprocess.Popen(command, shell=True, cwd=cwd, env=environ(**env), stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert server.poll() is None, server.stderr.read()[-3000:]
@@ -208,12 +201,12 @@ def test_the_data_scripts_fail_fast_offline_and_the_index_builds(tmp_path):
     lines = readme_block("Data", "bash").splitlines()
     install, fetch_qa, fetch_wiki, build = (line.split("  #")[0].strip() for line in lines)
     assert install == 'pip install -e ".[data]"'
-    home = {"HOME": str(tmp_path)}
+    # the scripts write under ~/.cache/searchgym/data, where the build command reads
+    data_dirs = ("SEARCHGYM_DATA", "XDG_CACHE_HOME")
+    home = {k: v for k, v in environ(HOME=str(tmp_path)).items() if k not in data_dirs}
     for fetch in (fetch_qa, fetch_wiki):
         start = time.monotonic()
-        environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **home}
-        environ.pop("SEARCHGYM_DATA", None)
-        result = subprocess.run(fetch, shell=True, cwd=ROOT, env=environ, capture_output=True, text=True,
+        result = subprocess.run(fetch, shell=True, cwd=ROOT, env=home, capture_output=True, text=True,
                                 timeout=120)  # fmt: skip
         if result.returncode == 0:  # a machine that reaches the hub fetched the data
             continue
@@ -222,7 +215,7 @@ def test_the_data_scripts_fail_fast_offline_and_the_index_builds(tmp_path):
     corpora = tmp_path / ".cache" / "searchgym" / "data" / "corpora"
     corpora.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "tests" / "fixtures" / "tiny_corpus.jsonl", corpora / "wiki18.jsonl")
-    bash(build, tmp_path, **home)
+    bash(build, tmp_path, HOME=str(tmp_path))
     assert (
         tmp_path / ".cache" / "searchgym" / "data" / "indexes" / "wiki18-bm25" / "searchgym.json"
     ).is_file()

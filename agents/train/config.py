@@ -145,19 +145,34 @@ class GRPOConfig:
             raise ConfigError(
                 f"group_size must be >= 2 (GRPO compares episodes of a task), got {self.group_size}"
             )
-        for name in (
-            "tasks_per_step",
-            "max_turns",
-            "max_new_tokens",
-            "micro_batch_size",
-            "updates_per_step",
-            "checkpoint_every",
-            "keep_checkpoints",
-            "warm_start_epochs",
-            "warm_start_batch_size",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        at_least = {
+            1: (
+                "tasks_per_step",
+                "max_turns",
+                "max_new_tokens",
+                "micro_batch_size",
+                "updates_per_step",
+                "checkpoint_every",
+                "keep_checkpoints",
+                "warm_start_epochs",
+                "warm_start_batch_size",
+            ),
+            0: (
+                "steps",
+                "kl_coef",
+                "info_gain",
+                "lr",
+                "eval_tasks",
+                "eval_every",
+                "warm_start_episodes",
+                "log_episodes",
+                "max_refill_rounds",
+            ),
+        }
+        for least, names in at_least.items():
+            for name in names:
+                if getattr(self, name) < least:
+                    raise ConfigError(f"{name} must be >= {least}, got {getattr(self, name)}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0: GRPO needs sampled episodes, got {self.temperature}")
         if not 0 <= self.clip_low < 1 or self.clip_high < 0:
@@ -166,19 +181,6 @@ class GRPOConfig:
             )
         if not 0 <= self.stratified_alpha <= 1 or not 0 < self.igpo_gamma <= 1:
             raise ConfigError("stratified_alpha must be in [0, 1] and igpo_gamma in (0, 1]")
-        for name in (
-            "steps",
-            "kl_coef",
-            "info_gain",
-            "lr",
-            "eval_tasks",
-            "eval_every",
-            "warm_start_episodes",
-            "log_episodes",
-            "max_refill_rounds",
-        ):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         from searchgym.agents.registry import is_policy_agent
         from searchgym.registry import AGENTS

@@ -74,8 +74,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
     from searchgym.agents.policies.base import SamplingParams
-    from searchgym.agents.rollout import episode_progress
     from searchgym.agents.registry import is_policy_agent
+    from searchgym.agents.rollout import episode_progress
     from searchgym.envs.contract import check_trainable_env
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group

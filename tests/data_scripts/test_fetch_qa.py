@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -209,7 +209,7 @@ def test_convert_refuses_an_empty_source(fetch_qa: ModuleType, tmp_path: Path) -
 
 
 def test_an_unreachable_hub_fails_within_seconds_saying_so(tmp_path: Path) -> None:
-    """Offline, the hub's client retries for about 25 s; the script reads only the local cache and fails at once."""
+    """Offline, the hub client retries for about 25 s; the script reads only the cache and fails at once."""
     env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}  # nothing listens on port 9
     start = time.monotonic()
     result = run_script("--dataset", "nq", "--out", tmp_path / "out", env=env)
