@@ -28,7 +28,7 @@ def load_policy(backend: str, model: str, seed: int = 0) -> Policy:
     """The policy ``backend:model``, loaded once per process."""
     if not model:
         raise ConfigError(f"name a model after '{backend}:', e.g. '{backend}:smollm2-135m-instruct'")
-    return POLICIES.resolve(backend)(model, seed=seed)
+    return POLICIES.make(backend, model, seed=seed)
 
 
 def is_policy_agent(name: str) -> bool:

@@ -141,10 +141,10 @@ class Registry:
         """The object registered as (or named by) ``name``."""
         return self.spec(name).load()
 
-    def make(self, name: str, **kwargs: Any) -> Any:
-        """Call ``name``'s entry point with its registered keyword arguments and ``kwargs``."""
+    def make(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``name``'s entry point with ``args``, its registered keyword arguments and ``kwargs``."""
         spec = self.spec(name)
-        return spec.load()(**{**spec.kwargs, **kwargs})
+        return spec.load()(*args, **{**spec.kwargs, **kwargs})
 
 
 AGENTS = Registry("agent", "searchgym.list_agents()")

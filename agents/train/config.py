@@ -30,6 +30,10 @@ class GRPOConfig:
     show_progress=)``. On CPU, ``cpu`` rolls out faster (KV cache kept across turns, the same
     float32 log-probs) and ``cpu-bf16`` faster still, sampling in bfloat16 (see
     `searchgym.agents.policies.cached`)."""
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    """More keyword arguments for the backend, e.g. ``{max_batch_size: 32}`` (episodes decoded at
+    once by ``hf`` and ``cpu``: fewer hold less memory, more decode faster) or ``{cache_bytes: N}``
+    (the most ``cpu`` keeps of the episodes' keys and values)."""
     chat_template: str | None = None
     """A chat template to train with instead of the model's own, saved with every checkpoint: a
     ``.jinja`` file or the name of one trl ships. ``qwen2_5`` gives SmolLM2 (no tool calling)
@@ -183,7 +187,7 @@ class GRPOConfig:
             raise ConfigError("stratified_alpha must be in [0, 1] and igpo_gamma in (0, 1]")
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         from searchgym.agents.registry import is_policy_agent
-        from searchgym.registry import AGENTS
+        from searchgym.registry import AGENTS, POLICIES, takes
 
         if is_policy_agent(self.warm_start_agent):
             raise ConfigError(
@@ -191,6 +195,13 @@ class GRPOConfig:
                 f"got {self.warm_start_agent!r}"
             )
         AGENTS.spec(self.warm_start_agent)  # an unknown name fails here, suggesting the closest
+        loader = POLICIES.resolve(self.policy) if self.policy_kwargs else None
+        unknown = [key for key in self.policy_kwargs if not takes(loader, key)]
+        if unknown:
+            raise ConfigError(
+                f"policy {self.policy!r} takes no {', '.join(map(repr, unknown))} (policy_kwargs); "
+                f"see the arguments of {POLICIES.spec(self.policy).entry_point}"
+            )
         if self.chat_template is not None:
             from searchgym.agents.policies.models import resolve_chat_template
 

@@ -25,8 +25,15 @@ def load_policies(cfg: GRPOConfig, device: torch.device):
     from searchgym.agents.policies.models import resolve_chat_template
     from searchgym.registry import POLICIES
 
-    load = POLICIES.resolve(cfg.policy)
-    policy = load(cfg.model, device=str(device), dtype="float32", seed=cfg.seed, show_progress=cfg.progress)
+    policy = POLICIES.make(
+        cfg.policy,
+        cfg.model,
+        device=str(device),
+        dtype="float32",
+        seed=cfg.seed,
+        show_progress=cfg.progress,
+        **cfg.policy_kwargs,
+    )
     check_trainable(policy, cfg.policy)
     rollout_policy = policy
     if cfg.rollout_engine == "vllm":

@@ -116,3 +116,19 @@ def test_a_weight_update_between_calls_is_honoured(tiny_llama_dir):
     fresh.model.load_state_dict(fast.model.state_dict())
     assert_same(fast.generate([again], params), fresh.generate([again], params))
     assert fast.generate([prompt], params)[0].token_ids != first.token_ids
+
+
+def test_backends_load_with_their_registered_arguments(tiny_llama_dir, tmp_path):
+    """``cpu-bf16`` samples from a bfloat16 copy whether it is named as an agent or in a training
+    config, and ``policy_kwargs`` reach the backend."""
+    from searchgym.agents.registry import load_policy
+    from searchgym.agents.train.config import GRPOConfig
+    from searchgym.agents.train.episodes import load_policies
+
+    assert load_policy("cpu-bf16", str(tiny_llama_dir))._copy.dtype == torch.bfloat16
+    assert load_policy("cpu", str(tiny_llama_dir))._copy is None
+    cfg = GRPOConfig(model=str(tiny_llama_dir), policy="cpu-bf16", policy_kwargs={"max_batch_size": 3},
+                     run_dir=str(tmp_path), progress=False)  # fmt: skip
+    policy, rollout_policy = load_policies(cfg, torch.device("cpu"))
+    assert rollout_policy is policy and policy.max_batch_size == 3
+    assert policy.model.dtype == torch.float32 and policy._copy.dtype == torch.bfloat16

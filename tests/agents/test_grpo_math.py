@@ -219,6 +219,8 @@ def test_config_rejects_bad_values_and_unknown_keys_with_a_hint():
         GRPOConfig(chat_template="nowhere/t.jinja")
     with pytest.raises(ConfigError, match="steps must be >= 0, got -1"):
         GRPOConfig(steps=-1)
+    with pytest.raises(ConfigError, match=r"policy 'cpu' takes no 'max_batch' \(policy_kwargs\)"):
+        GRPOConfig(policy="cpu", policy_kwargs={"max_batch": 32})
 
 
 def test_config_reads_yaml_and_overrides(tmp_path):
