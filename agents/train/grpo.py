@@ -16,7 +16,6 @@ import contextlib
 import copy
 import dataclasses
 import json
-import logging
 import math
 import time
 from collections.abc import Sequence
@@ -38,8 +37,6 @@ from searchgym.agents.train.metrics_log import MetricsLog, save_step_episodes
 from searchgym.envs.contract import check_trainable_env
 from searchgym.errors import ConfigError
 from searchgym.run_dir import claim_run_dir
-
-logger = logging.getLogger(__name__)
 
 
 def train(cfg: GRPOConfig) -> dict[str, Any]:
@@ -89,9 +86,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         accelerator.wait_for_everyone()
 
     start_step, base, before = 0, None, None
-    checkpoint = latest_checkpoint(run_dir) if cfg.resume else None
-    if cfg.resume and checkpoint is None:
-        logger.warning("resume: no checkpoint in %s; starting from scratch", run_dir)
+    checkpoint = latest_checkpoint(run_dir) if cfg.resume else None  # claim_run_dir checked there is one
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, model=model, optimizer=optimizer)
         start_step, before = state["step"], state["extra"].get("eval_before")
