@@ -54,6 +54,9 @@ def test_quickstart_main_job_runs(tmp_path):
     plots = {p.name for p in (tmp_path / "run" / "plots").iterdir()}
     assert {"reward.png", "loss.png", "rollout.png", "eval.png"} <= plots
     assert (tmp_path / "run" / "checkpoints" / "step-000001" / "model.safetensors").is_file()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    [step] = [row for row in rows if "reward/total" in row]
+    assert {"reward/outcome", "reward/info_gain"} <= set(step)  # the rewards the config's comments explain
 
 
 def test_usage_example_runs_and_prints_what_the_readme_says(capsys):

@@ -42,7 +42,7 @@ BLOCKS = {
 }
 # The shortening the README names for its train commands (`--set KEY=VALUE`, `--set model=PATH`)
 SHORT = (
-    "--set steps=1 --set warm_start_episodes=2 --set eval_tasks=2 --set tasks_per_step=4 --set group_size=2"
+    "--set steps=1 --set warm_start_episodes=4 --set eval_tasks=4 --set tasks_per_step=2 --set group_size=2"
 )
 
 
@@ -55,6 +55,10 @@ def readme_blocks() -> list[tuple[str, str, int]]:
         languages = re.findall(r"^ *```(\w+)\n", section, re.M)
         found += [(heading, lang, languages[:i].count(lang)) for i, lang in enumerate(languages)]
     return found
+
+
+def test_the_readme_names_the_shortening_the_tests_use():
+    assert SHORT in " ".join((ROOT / "README.md").read_text().split())
 
 
 def test_every_readme_block_has_a_test():
