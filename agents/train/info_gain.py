@@ -4,8 +4,8 @@ After turn t (and the observation it brought), the gold answer is teacher-forced
 episode's tokens: ``p_t = exp(mean_j log π(a_j | context_t, prefix, a_<j))``, where ``prefix`` is
 how the env's protocol opens an answer (``<answer>`` in ``tags``). ``p_0`` conditions on the
 prompt alone. A turn's information-gain reward is ``p_t − p_{t−1}``; the last turn is rewarded by
-the outcome instead. The scores come from the current policy, so this is computed at train time,
-one extra forward per turn, batched over every context of a rollout.
+the outcome instead. The scores come from the current policy, so this is computed at train time:
+an episode's contexts are prefixes of one another, so it costs about one forward over the episode.
 
     prefix, answer = answer_tokens(tokenizer, env.unwrapped.protocol, task.answers[0])
     gains = information_gain(turn_answer_probabilities(model, episode.trajectory, answer, prefix))
@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.policies.agent import Trajectory
-from searchgym.agents.train.scoring import model_device, right_pad, token_logprobs
+from searchgym.agents.train.scoring import model_device, right_pad, takes_logits_to_keep, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
@@ -118,16 +119,12 @@ def turn_answer_probabilities(
     trajectory: Trajectory,
     answer_ids: Sequence[int],
     prefix_ids: Sequence[int] = (),
-    *,
-    batch_size: int = 8,
 ) -> list[float]:
     """``[p_0, …, p_{T−1}]`` for a trajectory of T turns: the probability of the gold answer
     (``prefix_ids, answer_ids`` from `answer_tokens`) given the prompt alone, then after each
     non-final turn and its observation. For many trajectories use
-    `batch_turn_answer_probabilities`, which batches all their contexts together."""
-    [probabilities] = batch_turn_answer_probabilities(
-        model, [trajectory], [(prefix_ids, answer_ids)], batch_size=batch_size
-    )
+    `batch_turn_answer_probabilities`."""
+    [probabilities] = batch_turn_answer_probabilities(model, [trajectory], [(prefix_ids, answer_ids)])
     return probabilities
 
 
@@ -135,26 +132,56 @@ def batch_turn_answer_probabilities(
     model: Any,
     trajectories: Sequence[Trajectory],
     answers: Sequence[tuple[Sequence[int], Sequence[int]]],
-    *,
-    batch_size: int = 8,
 ) -> list[list[float]]:
     """`turn_answer_probabilities` of every trajectory, ``answers[i]`` being trajectory i's
-    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them; all contexts of all
-    trajectories are scored in one `score_answers` call."""
+    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them."""
     if len(trajectories) != len(answers):
         raise ValueError(f"need one answer per trajectory, got {len(answers)} for {len(trajectories)}")
-    rows, sizes = [], []
-    for traj, (prefix, answer) in zip(trajectories, answers):
+    for traj in trajectories:
         if len(traj.turn_starts) != len(traj.turn_ends):
             raise ValueError("the trajectory has no turn_starts; it was not recorded by PolicyAgent")
-        rows += [(traj.prompt_ids + traj.ids[:s], prefix, answer) for s in traj.turn_starts]
-        sizes.append(len(traj.turn_starts))
-    logprobs = score_answers(model, rows, batch_size=batch_size).tolist()
-    out, start = [], 0
-    for n in sizes:
-        out.append([math.exp(lp) for lp in logprobs[start : start + n]])
-        start += n
-    return out
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return [
+                [math.exp(lp) for lp in _turn_logprobs(model, traj, prefix, answer)]
+                for traj, (prefix, answer) in zip(trajectories, answers)
+            ]
+    finally:
+        model.train(was_training)
+
+
+def _turn_logprobs(model: Any, traj: Trajectory, prefix: Sequence[int], answer: Sequence[int]) -> list[float]:
+    """The answer's mean log-probability behind each turn's context. The contexts are prefixes of
+    one another, so the longest is read once into a key/value cache, and each turn, latest
+    first, crops the cache to its context and reads only its last token, the prefix and the
+    answer: an episode costs about one forward over its tokens instead of one per turn."""
+    if not answer:
+        raise ValueError("the answer has no tokens")
+    tokens = traj.prompt_ids + traj.ids
+    cuts = [len(traj.prompt_ids) + s for s in traj.turn_starts]
+    if min(cuts, default=1) < 1:
+        raise ValueError("the first answer token needs a context to follow: the prompt is empty")
+    cache = DynamicCache()
+    if cuts and max(cuts) > 1:
+        _last_logits(model, tokens[: max(cuts) - 1], cache, 1)
+    scores = {}
+    for cut in sorted(set(cuts), reverse=True):
+        cache.crop(cut - 1 - cache.get_seq_length())  # a negative count: drop what came after
+        logits = _last_logits(model, [tokens[cut - 1], *prefix, *answer], cache, len(answer) + 1)
+        target = torch.tensor(answer, device=logits.device)
+        # position j of the kept logits predicts the answer's token j; the last predicts nothing
+        scores[cut] = float(-torch.nn.functional.cross_entropy(logits[:-1].float(), target))
+    return [scores[cut] for cut in cuts]
+
+
+def _last_logits(model: Any, ids: Sequence[int], cache: DynamicCache, keep: int) -> torch.Tensor:
+    """The logits of the last ``keep`` of ``ids`` read behind ``cache`` (which they extend)."""
+    inputs = {"input_ids": torch.tensor([list(ids)], device=model_device(model)), "past_key_values": cache}
+    if takes_logits_to_keep(model):
+        return model(**inputs, use_cache=True, logits_to_keep=keep).logits[0]
+    return model(**inputs, use_cache=True).logits[0, -keep:]
 
 
 def information_gain(probabilities: Sequence[float]) -> list[float]:

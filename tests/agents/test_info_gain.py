@@ -133,9 +133,9 @@ def test_turn_probabilities_score_the_context_before_each_turn(model, tokenizer)
     assert information_gain(probabilities) == pytest.approx(
         [b - a for a, b in zip(expected, expected[1:])], abs=1e-5
     )
-    # many trajectories with their own answers: one batched call, the same numbers
+    # many trajectories with their own answers: one call, the same numbers
     other = answer_tokens(tokenizer, env.unwrapped.protocol, "Oslo")
-    both = batch_turn_answer_probabilities(model, [traj, traj], [(prefix, answer), other], batch_size=3)
+    both = batch_turn_answer_probabilities(model, [traj, traj], [(prefix, answer), other])
     assert both[0] == pytest.approx(probabilities, rel=1e-4) and len(both[1]) == 4
     assert both[1] == pytest.approx(turn_answer_probabilities(model, traj, other[1], other[0]), rel=1e-4)
 

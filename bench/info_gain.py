@@ -1,0 +1,100 @@
+"""Information-gain scoring (IGPO) of a GRPO step's episodes: one cached read per episode against
+one padded row per turn.
+
+    python bench/info_gain.py                              # SmolLM2-135M-Instruct, 16 episodes
+    python bench/info_gain.py --model runs/quickstart/checkpoints/step-000000 --episodes 32
+
+The policy plays ``--episodes`` sampled episodes of the quickstart's 2-hop training tasks
+(``configs/quickstart.yaml``: its env, turn limit and tokens per turn), then their turn-by-turn
+answer probabilities are computed both ways, alternately, ``--repeats`` times each:
+
+- searchgym: `batch_turn_answer_probabilities`, which reads each episode once into a key/value
+  cache and scores every turn's answer behind a crop of it;
+- rows: every turn's context as its own row of `score_answers` (right-padded, batches of 8,
+  longest first), the way it was computed before, which reads the episode's start once per turn.
+
+Printed: the tokens each way reads, the median seconds, the ratio (rows / searchgym), and the
+largest difference of the probabilities. Use a warm-started checkpoint (``--model``): SmolLM2 as
+loaded writes few valid actions, so its episodes are short.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from searchgym.agents.policies.agent import PolicyAgent
+from searchgym.agents.rollout import run_episodes
+from searchgym.agents.train.config import load_config
+from searchgym.agents.train.episodes import make_env
+from searchgym.agents.train.info_gain import answer_tokens, batch_turn_answer_probabilities, score_answers
+from searchgym.generation import SamplingParams
+from searchgym.registry import POLICIES
+
+
+def per_row(model, trajectories, answers) -> list[list[float]]:
+    rows, sizes = [], []
+    for traj, (prefix, answer) in zip(trajectories, answers):
+        rows += [(traj.prompt_ids + traj.ids[:s], prefix, answer) for s in traj.turn_starts]
+        sizes.append(len(traj.turn_starts))
+    probabilities = score_answers(model, rows, batch_size=8).exp().tolist()
+    out, start = [], 0
+    for n in sizes:
+        out.append(probabilities[start : start + n])
+        start += n
+    return out
+
+
+def timed(fn, *args) -> tuple[float, list[list[float]]]:
+    start = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--config", default="configs/quickstart.yaml")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    cfg = load_config(args.config, [f"model={args.model}"])
+    policy = POLICIES.make("cpu", args.model, device="cpu", dtype="float32", seed=0, show_progress=False)
+    env = make_env(cfg, "train")
+    tasks = list(env.unwrapped.tasks)[: args.episodes]
+    params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+    episodes = run_episodes(
+        lambda: make_env(cfg, "train"), lambda: PolicyAgent(policy, params), tasks, n_envs=len(tasks), seed=0
+    )
+    trajectories = [ep.trajectory for ep in episodes]
+    answers = [answer_tokens(policy.tokenizer, env.unwrapped.protocol, ep.answers[0]) for ep in episodes]
+    model = policy.model
+    torch.set_grad_enabled(True)  # as in training: the scorers turn it off themselves
+
+    times: dict[str, list[float]] = {"searchgym": [], "rows": []}
+    for _ in range(args.repeats):
+        seconds, ours = timed(batch_turn_answer_probabilities, model, trajectories, answers)
+        times["searchgym"].append(seconds)
+        seconds, theirs = timed(per_row, model, trajectories, answers)
+        times["rows"].append(seconds)
+    difference = max(abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y))
+    read = {"searchgym": 0, "rows": 0}
+    for traj, (prefix, answer) in zip(trajectories, answers):
+        contexts = [len(traj.prompt_ids) + s for s in traj.turn_starts]
+        read["searchgym"] += max(contexts) - 1 + len(contexts) * (1 + len(prefix) + len(answer))
+        read["rows"] += sum(contexts) + len(contexts) * (len(prefix) + len(answer))
+    turns = sum(len(t.turn_starts) for t in trajectories)
+    tokens = sum(len(t.prompt_ids) + len(t.ids) for t in trajectories)
+    print(f"{len(episodes)} episodes, {turns} turns scored, {tokens:,} tokens in all")
+    for name, values in times.items():
+        print(f"{name:10s} {statistics.median(values):7.2f} s  (reads about {read[name]:,} tokens)")
+    ratio = statistics.median(times["rows"]) / statistics.median(times["searchgym"])
+    print(f"ratio rows/searchgym: {ratio:.2f}x; largest difference of a probability: {difference:.1e}")
+
+
+if __name__ == "__main__":
+    main()
