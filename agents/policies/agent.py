@@ -169,6 +169,8 @@ class PolicyAgent:
         return id(self.policy), self._params()
 
     def reset(self, info: dict[str, Any]) -> None:
+        if self.trajectory is not None and hasattr(self.policy, "forget"):  # the last episode ended
+            self.policy.forget(self.trajectory.prompt_ids + self.trajectory.ids)
         protocol = self._protocol = info["protocol"]
         self._stop = tuple(protocol.stop)
         self._inline = protocol.name == "tags" if self.inline is None else self.inline

@@ -7,7 +7,8 @@ behind the same ``generate(prompts, params)``:
 - **Cache reuse by prefix.** After a call, each row's keys and values are kept (a `PrefixStore`,
   bounded by ``cache_bytes``). A later prompt that starts with a kept stream (the next turn of
   the same episode: prompt + completion + observation) prefills only the new tokens; identical
-  prompts within a call (a GRPO group) are prefilled once. The cache belongs to one set of
+  prompts within a call (a GRPO group) are prefilled once. An ended episode's cache is freed when
+  its `PolicyAgent` starts the next one (`forget`). The cache belongs to one set of
   weights: it is dropped on `reseed` (every trainer rollout starts with one) and whenever a
   parameter's version counter moved since the last call (an optimizer step or
   ``load_state_dict`` moves it; an in-place write through ``param.data`` does not, so call
@@ -79,6 +80,12 @@ class CachedPolicy(HFPolicy):
     def reseed(self, seed: int) -> None:
         super().reseed(seed)
         self.store.clear()
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """The episode whose token stream is ``ids`` has ended: free its keys and values now
+        (`PolicyAgent` calls this when it starts its next episode), instead of keeping them until
+        newer episodes push them out of ``cache_bytes``."""
+        self.store.forget(ids)
 
     def drop_caches(self) -> None:
         """Free the kept keys and values now, rather than at the next call after the weights

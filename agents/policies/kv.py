@@ -115,6 +115,12 @@ class PrefixStore:
     def clear(self) -> None:
         self.entries = []
 
+    def forget(self, ids: Sequence[int]) -> None:
+        """An episode whose stream is ``ids`` has ended: drop the entry of its last call (the
+        longest stored prefix of ``ids``), which no later prompt will extend."""
+        entry = longest_prefix(self.entries, list(ids))
+        self.entries = [e for e in self.entries if e is not entry]
+
     def replace(self, used: Sequence[Entry], new: Sequence[Entry]) -> None:
         """Drop the entries a call extended (``used``), add what it computed, keep the newest
         within ``max_bytes``."""

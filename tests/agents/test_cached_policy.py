@@ -132,3 +132,33 @@ def test_backends_load_with_their_registered_arguments(tiny_llama_dir, tmp_path)
     policy, rollout_policy = load_policies(cfg, torch.device("cpu"))
     assert rollout_policy is policy and policy.max_batch_size == 3
     assert policy.model.dtype == torch.float32 and policy._copy.dtype == torch.bfloat16
+
+
+def test_an_ended_episode_frees_its_keys_and_values(fast):
+    """An agent that starts its next episode frees the last one's cache: after 6 episodes on 2
+    agents the store holds the agents' latest 2, not all 6."""
+    import searchgym
+    from searchgym.agents.policies.agent import PolicyAgent
+    from searchgym.agents.rollout import run_episodes
+
+    def env():
+        return searchgym.make("searchgym/FictionalQA-BM25-v0", n_passages=300, seed=0, max_turns=2)
+
+    tasks = env().unwrapped.tasks[:6]
+    params = SamplingParams(max_new_tokens=8, temperature=1.0)
+    episodes = run_episodes(env, lambda: PolicyAgent(fast, params), tasks, n_envs=2)
+    assert len(episodes) == 6 and len(fast.store.entries) == 2
+    streams = [e.trajectory.prompt_ids + e.trajectory.ids for e in episodes]
+    for entry in fast.store.entries:
+        assert any(stream[: len(entry.ids)] == entry.ids for stream in streams)
+
+
+def test_forgetting_drops_only_the_ended_streams_entry():
+    from searchgym.agents.policies.kv import Entry, PrefixStore
+
+    store = PrefixStore(1 << 20)
+    store.replace([], [Entry([1, 2, 3], []), Entry([1, 2, 4, 5], []), Entry([1, 2, 4, 5], [])])
+    store.forget([1, 2, 4, 5, 6, 7])
+    assert [e.ids for e in store.entries] == [[1, 2, 3], [1, 2, 4, 5]]  # its twin still serves
+    store.forget([9])
+    assert len(store.entries) == 2
