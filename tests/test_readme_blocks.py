@@ -28,6 +28,7 @@ BLOCKS = {
     ("Use it", "bash", 0): "test_the_eval_commands_run_as_written",
     ("Use it", "bash", 1): "test_the_language_model_agents_run_as_written",
     ("Train", "bash", 0): "test_the_train_commands_run_shortened",
+    ("Train", "bash", 1): "test_the_reward_study_runs_shortened_and_continues_where_it_stopped",
     ("See what the agent did", "bash", 0): "test_the_viewer_serves_what_eval_wrote",
     (OWN, "python", 0): "test_readme.py::test_your_own_env_agent_and_reward_run_as_written",
     (OWN, "bash", 0): "test_readme.py::test_your_own_env_agent_and_reward_run_as_written",
@@ -44,6 +45,8 @@ BLOCKS = {
 SHORT = (
     "--set steps=1 --set warm_start_episodes=4 --set eval_tasks=4 --set tasks_per_step=2 --set group_size=2"
 )
+# and for the reward study (its own flags for steps and dev tasks, then the same `--set`)
+STUDY_SHORT = "--steps 1 --eval-tasks 4 --set tasks_per_step=2 --set group_size=2"
 
 
 def readme_blocks() -> list[tuple[str, str, int]]:
@@ -58,7 +61,8 @@ def readme_blocks() -> list[tuple[str, str, int]]:
 
 
 def test_the_readme_names_the_shortening_the_tests_use():
-    assert SHORT in " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert SHORT in readme and STUDY_SHORT in readme
 
 
 def test_every_readme_block_has_a_test():
@@ -163,6 +167,38 @@ def test_the_train_commands_run_shortened(tmp_path, tiny_llama_dir):
     }
     cost = json.loads((tmp_path / "runs" / "cost" / "config.json").read_text())["rewards"]
     assert cost == {"outcome_metric": "em", "outcome": 1.0, "format": 0.1, "per_search": 0.1}
+
+
+@pytest.mark.slow
+def test_the_reward_study_runs_shortened_and_continues_where_it_stopped(tmp_path, tiny_llama_dir):
+    """The study from the tiny random Llama (``--start PATH``), shortened as the README says; run
+    again, it reads its evaluations back instead of training again."""
+    copy_configs(tmp_path)
+    block = readme_block("Train", "bash", 1).replace("python bench/", f"python {ROOT}/bench/")
+    start = "--start runs/quickstart/checkpoints/step-000000"
+    assert start in block
+    short = f"--start {tiny_llama_dir} {STUDY_SHORT} --set max_new_tokens=8 --set progress=false"
+    first = bash(block.replace(start, short), tmp_path).stdout
+
+    out = tmp_path / "runs" / "study"
+    study = json.loads((out / "study.json").read_text())
+    assert list(study["arms"]) == ["start", "outcome", "info_gain", "igpo"]
+    for name in ("outcome", "info_gain", "igpo"):
+        assert study["arms"][name]["n"] == 4 and study["arms"][name]["steps"] == 1
+        assert study["arms"][name]["train_s"] > 0
+        config = json.loads((out / name / "run" / "config.json").read_text())
+        assert config["model"] == str(tiny_llama_dir) and config["warm_start_episodes"] == 0
+        logged = (out / name / "run" / "metrics.jsonl").read_text()
+        assert ("reward/info_gain" in logged) == (name != "outcome")
+    assert json.loads((out / "igpo" / "run" / "config.json").read_text())["advantage"] == "igpo"
+    assert set(study["paired"]) == {"outcome - start", "info_gain - start", "info_gain - outcome",
+                                    "igpo - start", "igpo - outcome"}  # fmt: skip
+    assert "igpo - outcome: " in first and (out / "study.png").stat().st_size > 0
+
+    evaluations = {p: p.read_text() for p in out.glob("*/eval.json")}
+    again = bash(block.replace(start, short), tmp_path).stdout
+    assert {p: p.read_text() for p in out.glob("*/eval.json")} == evaluations
+    assert again.splitlines()[:5] == first.splitlines()[:5]  # the same table
 
 
 @pytest.mark.slow
