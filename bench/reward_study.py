@@ -27,11 +27,12 @@ import json
 import shlex
 from pathlib import Path
 
+import torch
+
 from searchgym.agents.train.checkpoint import latest_checkpoint
 from searchgym.agents.train.config import load_config
-from searchgym.agents.train.episodes import evaluate, paired_difference
+from searchgym.agents.train.episodes import evaluate, load_policies, paired_difference
 from searchgym.agents.train.grpo import train
-from searchgym.registry import POLICIES
 
 
 def parse_arm(spec: str) -> tuple[str, list[str]]:
@@ -52,17 +53,10 @@ def evaluated(path: Path, run) -> dict:
 
 
 def evaluate_checkpoint(args, checkpoint: str) -> dict:
+    """Greedy dev metrics of ``checkpoint``, loaded as training loads it (backend, chat template)."""
     cfg = load_config(args.config, [f"model={checkpoint}", f"eval_tasks={args.eval_tasks}", *args.set])
-    policy = POLICIES.make(
-        cfg.policy,
-        checkpoint,
-        device="cpu",
-        dtype="float32",
-        seed=cfg.seed,
-        show_progress=cfg.progress,
-        **cfg.policy_kwargs,
-    )
-    return evaluate(cfg, policy)
+    _, rollout_policy = load_policies(cfg, torch.device("cpu"))
+    return evaluate(cfg, rollout_policy)
 
 
 def train_arm(args, name: str, overrides: list[str]) -> dict:

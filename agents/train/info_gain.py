@@ -13,8 +13,9 @@ an episode's contexts are prefixes of one another, so it costs about one forward
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -88,16 +89,23 @@ def score_answers(
             raise ValueError(f"row {i}: the first answer token needs a context or prefix to follow")
     out = torch.zeros(len(rows), dtype=torch.float32)
     order = sorted(range(len(rows)), key=lambda i: -sum(map(len, rows[i])))
+    with _scoring(model):
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            out[chosen] = _score_batch(model, [rows[i] for i in chosen])
+    return out
+
+
+@contextlib.contextmanager
+def _scoring(model: Any) -> Iterator[None]:
+    """Eval mode (dropout off) and no gradient, the model's mode restored after."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                chosen = order[start : start + batch_size]
-                out[chosen] = _score_batch(model, [rows[i] for i in chosen])
+            yield
     finally:
         model.train(was_training)
-    return out
 
 
 def _score_batch(model: Any, rows: Sequence[AnswerRow]) -> torch.Tensor:
@@ -140,16 +148,11 @@ def batch_turn_answer_probabilities(
     for traj in trajectories:
         if len(traj.turn_starts) != len(traj.turn_ends):
             raise ValueError("the trajectory has no turn_starts; it was not recorded by PolicyAgent")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            return [
-                [math.exp(lp) for lp in _turn_logprobs(model, traj, prefix, answer)]
-                for traj, (prefix, answer) in zip(trajectories, answers)
-            ]
-    finally:
-        model.train(was_training)
+    with _scoring(model):
+        return [
+            [math.exp(lp) for lp in _turn_logprobs(model, traj, prefix, answer)]
+            for traj, (prefix, answer) in zip(trajectories, answers)
+        ]
 
 
 def _turn_logprobs(model: Any, traj: Trajectory, prefix: Sequence[int], answer: Sequence[int]) -> list[float]:
