@@ -236,14 +236,14 @@ def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) ->
     )
     # the steps of warm_start_batch_size episodes, in micro-batches no larger than the GRPO update's
     micro = math.gcd(cfg.warm_start_batch_size, cfg.micro_batch_size)
-    with accelerator.autocast():  # bfloat16 where `bf16` asks for it, as in the GRPO update
-        return sft(
-            model,
-            trajectories,
-            lr=cfg.warm_start_lr,
-            epochs=cfg.warm_start_epochs,
-            batch_size=micro,
-            grad_accum=cfg.warm_start_batch_size // micro,
-            seed=cfg.seed,
-            progress=cfg.progress,
-        )
+    return sft(
+        model,
+        trajectories,
+        lr=cfg.warm_start_lr,
+        epochs=cfg.warm_start_epochs,
+        batch_size=micro,
+        grad_accum=cfg.warm_start_batch_size // micro,
+        seed=cfg.seed,
+        autocast=accelerator.autocast,  # bfloat16 where `bf16` asks for it, as in the GRPO update
+        progress=cfg.progress,
+    )

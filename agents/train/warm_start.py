@@ -12,9 +12,11 @@ text. What SFT trains on is therefore what GRPO will later sample and score.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -119,14 +121,18 @@ def sft(
     seed: int = 0,
     max_grad_norm: float | None = 1.0,
     schedule: Literal["linear", "constant"] = "linear",
+    autocast: Callable[[], AbstractContextManager] = contextlib.nullcontext,
     progress: bool = False,
 ) -> list[float]:
     """Train ``model`` in place on ``trajectories``: masked negative log-likelihood, averaged
     over the mask-1 tokens of each optimizer step (``batch_size × grad_accum`` trajectories,
     reshuffled every epoch by a ``torch.Generator`` seeded with ``seed``), AdamW from ``lr``
     decaying linearly to 0 over the run (trl's SFT default) or ``constant``, gradient norm
-    clipped to ``max_grad_norm``. Streams longer than ``max_len`` lose their end. Returns each
-    step's loss; raises `TrainingDiverged` (before stepping) on a non-finite loss."""
+    clipped to ``max_grad_norm``. Streams longer than ``max_len`` lose their end. Each
+    micro-batch's forward runs inside its own ``autocast()`` (e.g. ``accelerator.autocast``): one
+    context held over the whole loop would keep its bfloat16 casts of the first step's weights,
+    so that no later step saw the updates. Returns each step's loss; raises `TrainingDiverged`
+    (before stepping) on a non-finite loss."""
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("grad_accum", grad_accum)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -151,7 +157,7 @@ def sft(
             order = torch.randperm(len(examples), generator=generator).tolist()
             for start in range(0, len(order), per_step):
                 chunk = [examples[i] for i in order[start : start + per_step]]
-                loss = _step(model, optimizer, chunk, batch_size, max_grad_norm, device)
+                loss = _step(model, optimizer, chunk, batch_size, max_grad_norm, device, autocast)
                 if not math.isfinite(loss):
                     raise TrainingDiverged(f"the SFT loss is {loss} at step {len(losses)}; lower lr")
                 losses.append(loss)
@@ -192,6 +198,7 @@ def _step(
     batch_size: int,
     max_grad_norm: float | None,
     device: torch.device,
+    autocast: Callable[[], AbstractContextManager],
 ) -> float:
     """One optimizer step over ``chunk`` in micro-batches; the loss is the mean over all of the
     chunk's mask-1 tokens, however they fall into micro-batches."""
@@ -201,7 +208,8 @@ def _step(
     for start in range(0, len(chunk), batch_size):
         micro = chunk[start : start + batch_size]
         ids, attention, target = right_pad([i for i, _ in micro], [m for _, m in micro], device=device)
-        loss = -token_logprobs(model, ids, attention, target).sum() / n_tokens
+        with autocast():
+            loss = -token_logprobs(model, ids, attention, target).sum() / n_tokens
         loss.backward()
         total += float(loss.detach())
     if math.isfinite(total):

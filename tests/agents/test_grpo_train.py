@@ -336,3 +336,34 @@ def test_the_warm_start_steps_in_micro_batches_of_the_update(tiny_llama_dir, tmp
         )
         train_episodes.warm_start(cfg, None, tokenizer, SimpleNamespace(autocast=contextlib.nullcontext))
         assert (calls[-1]["batch_size"], calls[-1]["grad_accum"]) == expected  # 4 episodes a step
+
+
+def test_a_bfloat16_warm_start_learns_as_a_float32_one(tiny_llama_dir, tmp_path):
+    """Autocast keeps its bfloat16 copies of the weights until the outermost autocast exits: one
+    context around the whole warm start made every step compute with the first step's weights
+    (the main job's SFT loss stalled at 1.2 instead of reaching 0.05)."""
+    import contextlib
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from searchgym.agents.train import episodes as train_episodes
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    cfg = tiny_config(
+        tiny_llama_dir,
+        tmp_path,
+        warm_start_episodes=4,
+        warm_start_batch_size=2,
+        warm_start_epochs=4,
+        warm_start_lr=1e-2,
+        micro_batch_size=2,
+    )
+    losses = {}
+    for name, autocast in (
+        ("float32", contextlib.nullcontext),
+        ("bfloat16", lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
+    ):
+        model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+        losses[name] = train_episodes.warm_start(cfg, model, tokenizer, SimpleNamespace(autocast=autocast))
+    assert losses["float32"][-1] < 0.7 * losses["float32"][0]  # 14.6 -> 9.3 (before: 14.6 -> 13 in bfloat16)
+    assert losses["bfloat16"][-1] == pytest.approx(losses["float32"][-1], rel=0.05)
