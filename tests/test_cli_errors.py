@@ -139,7 +139,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--set", "seed=1.5"], "seed must be an integer, got 1.5"),
     (["train", "--set", "lr=fast"], "lr must be a number, got 'fast'"),
     (["train", "--set", "lr=3e-5"], "YAML reads a number in e-notation without a dot as text: write 3.0e-5"),
-    (["train", "--set", "bf16=maybe"], "bf16 must be true or false or None, got 'maybe'"),
+    (["train", "--set", "bf16=maybe"], "bf16 must be true or false or one of 'auto' or None, got 'maybe'"),
     (["train", "--set", "env_kwargs=3"], "env_kwargs must be a mapping, got 3"),
     (["train", "--set", "group_size=1"], "group_size must be >= 2"),
     (["train", "--set", "advantage=ppo"], "advantage must be one of 'grpo', 'dr_grpo', 'stratified', 'igpo'"),

@@ -19,10 +19,11 @@ behind the same ``generate(prompts, params)``:
 - **Finished rows leave the batch**: once a quarter of the rows have stopped, they are dropped
   from the cache, so the rest decode a smaller batch.
 
-``rollout_dtype`` (e.g. ``"bfloat16"``) generates with a copy of the model in that dtype,
-refreshed whenever the weights change; ``policy.model`` itself, the one the trainer updates,
-keeps ``dtype``. Greedy decoding, stop strings, end-of-sequence handling and the recorded
-log-probs (of each sampled token under ``softmax(logits / temperature)``) follow `HFPolicy`.
+``rollout_dtype`` (e.g. ``"bfloat16"``; ``"auto"``: bfloat16 where the device computes it
+natively, else none) generates with a copy of the model in that dtype, refreshed whenever the
+weights change; ``policy.model`` itself, the one the trainer updates, keeps ``dtype``. Greedy
+decoding, stop strings, end-of-sequence handling and the recorded log-probs (of each sampled
+token under ``softmax(logits / temperature)``) follow `HFPolicy`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from searchgym.agents.policies.base import Completion, SamplingParams, check_tok
 from searchgym.agents.policies.hf import HFPolicy
 from searchgym.agents.policies.kv import Entry, PrefixStore, buffer_cache, empty_buffers, longest_prefix
 from searchgym.agents.policies.models import DEFAULT_MODEL
+from searchgym.errors import ConfigError
 
 
 def bf16_supported() -> bool:
@@ -45,6 +47,20 @@ def bf16_supported() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+def _dtype(name: str | torch.dtype | None, device: torch.device) -> torch.dtype | None:
+    """``rollout_dtype`` as a dtype; ``"auto"``: bfloat16 where ``device`` computes it natively."""
+    if name == "auto":
+        native = torch.cuda.is_bf16_supported() if device.type == "cuda" else bf16_supported()
+        return torch.bfloat16 if native else None
+    if isinstance(name, str):
+        if not isinstance(getattr(torch, name, None), torch.dtype):
+            raise ConfigError(
+                f"rollout_dtype must be a torch dtype such as 'bfloat16', or 'auto'; got {name!r}"
+            )
+        return getattr(torch, name)
+    return name
 
 
 class CachedPolicy(HFPolicy):
@@ -70,7 +86,7 @@ class CachedPolicy(HFPolicy):
             seed=seed,
             show_progress=show_progress,
         )
-        rollout_dtype = getattr(torch, rollout_dtype) if isinstance(rollout_dtype, str) else rollout_dtype
+        rollout_dtype = _dtype(rollout_dtype, self.device)
         self._copy = None
         if rollout_dtype is not None and rollout_dtype != self.model.dtype:
             self._copy = copy.deepcopy(self.model).to(rollout_dtype).eval().requires_grad_(False)

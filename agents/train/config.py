@@ -64,7 +64,8 @@ class GRPOConfig:
     top_p: float = 1.0
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling: drop groups whose rewards are all equal (no gradient) and play
-    further tasks until the step has ``tasks_per_step`` informative groups."""
+    further tasks until the step has ``tasks_per_step`` informative groups. The env's rewards
+    decide, before ``info_gain`` is added: a group that only the gain splits is dropped too."""
     max_refill_rounds: int = 3
     """Dynamic sampling: at most this many extra rounds of tasks per step."""
     rollout_engine: RolloutEngine = "hf"
@@ -105,9 +106,10 @@ class GRPOConfig:
     common divisor with ``warm_start_batch_size``, so that SFT steps are unchanged); gradients
     accumulate over the step's whole batch. The activations of 4 two-hop episodes took the main
     job to 10 GB in float32; 2 keep it lower (see configs/quickstart.yaml)."""
-    bf16: bool | None = None
-    """bfloat16 autocast of the warm start and the GRPO updates; None: where the GPU supports it
-    (never on CPU; ``true`` allows it on a CPU with native bfloat16 matmuls)."""
+    bf16: bool | Literal["auto"] | None = None
+    """bfloat16 autocast of the warm start and the GRPO updates. None: where the GPU supports it
+    (never on CPU); ``auto``: also on a CPU with native bfloat16 matmuls (AVX512-BF16, AMX);
+    ``true``: required (an error where unsupported)."""
 
     # -- warm start: SFT on the oracle agent's episodes before GRPO
     warm_start_episodes: int = 0

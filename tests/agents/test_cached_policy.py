@@ -7,6 +7,7 @@ from test_hf_policy import CONVERSATIONS
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.policies.cached import CachedPolicy
 from searchgym.agents.policies.hf import HFPolicy
+from searchgym.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +133,23 @@ def test_backends_load_with_their_registered_arguments(tiny_llama_dir, tmp_path)
     policy, rollout_policy = load_policies(cfg, torch.device("cpu"))
     assert rollout_policy is policy and policy.max_batch_size == 3
     assert policy.model.dtype == torch.float32 and policy._copy.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_samples_in_bfloat16_only_where_the_cpu_computes_it_natively(
+    tiny_llama_dir, monkeypatch, native
+):
+    """``rollout_dtype: auto`` (the quickstart's): a bfloat16 copy on a CPU with AVX512-BF16 or
+    AMX; elsewhere, where bfloat16 is emulated and slower than float32, the float32 model."""
+    from searchgym.agents.policies import cached
+
+    monkeypatch.setattr(cached, "bf16_supported", lambda: native)
+    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="auto")
+    assert (policy._copy is not None and policy._copy.dtype == torch.bfloat16) == native
+    with pytest.raises(
+        ConfigError, match="rollout_dtype must be a torch dtype such as 'bfloat16', or 'auto'"
+    ):
+        CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="bf16")
 
 
 def test_an_ended_episode_frees_its_keys_and_values(fast):

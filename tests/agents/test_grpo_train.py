@@ -367,3 +367,22 @@ def test_a_bfloat16_warm_start_learns_as_a_float32_one(tiny_llama_dir, tmp_path)
         losses[name] = train_episodes.warm_start(cfg, model, tokenizer, SimpleNamespace(autocast=autocast))
     assert losses["float32"][-1] < 0.7 * losses["float32"][0]  # 14.6 -> 9.3 (before: 14.6 -> 13 in bfloat16)
     assert losses["bfloat16"][-1] == pytest.approx(losses["float32"][-1], rel=0.05)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_auto_autocasts_only_where_the_cpu_computes_bfloat16_natively(
+    tiny_llama_dir, tmp_path, monkeypatch, native
+):
+    """``bf16: auto`` (the quickstart's) runs anywhere; ``true`` is refused where it would be
+    emulated, and the default keeps a CPU run in float32."""
+    from searchgym.agents.policies import cached
+
+    monkeypatch.setattr(cached, "bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert grpo._use_bf16(tiny_config(tiny_llama_dir, tmp_path, bf16="auto")) is native
+    assert grpo._use_bf16(tiny_config(tiny_llama_dir, tmp_path)) is False
+    if native:
+        assert grpo._use_bf16(tiny_config(tiny_llama_dir, tmp_path, bf16=True)) is True
+    else:
+        with pytest.raises(ConfigError, match="set bf16: auto to use it only where there is"):
+            grpo._use_bf16(tiny_config(tiny_llama_dir, tmp_path, bf16=True))
