@@ -12,11 +12,10 @@ text. What SFT trains on is therefore what GRPO will later sample and score.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -121,7 +120,7 @@ def sft(
     seed: int = 0,
     max_grad_norm: float | None = 1.0,
     schedule: Literal["linear", "constant"] = "linear",
-    autocast: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
     progress: bool = False,
 ) -> list[float]:
     """Train ``model`` in place on ``trajectories``: masked negative log-likelihood, averaged
