@@ -33,6 +33,7 @@ from searchgym.agents.train.checkpoint import latest_checkpoint
 from searchgym.agents.train.config import load_config
 from searchgym.agents.train.episodes import evaluate, load_policies, paired_difference
 from searchgym.agents.train.grpo import train
+from searchgym.agents.train.metrics_log import read_metrics
 
 
 def parse_arm(spec: str) -> tuple[str, list[str]]:
@@ -68,8 +69,7 @@ def train_arm(args, name: str, overrides: list[str]) -> dict:
     if not final.is_dir():
         train(cfg)
     result = evaluate_checkpoint(args, str(final))
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    result["train_s"] = sum(row.get("time/step_s", 0.0) for row in rows)
+    result["train_s"] = sum(row.get("time/step_s", 0.0) for row in read_metrics(run_dir))
     result["steps"] = cfg.steps
     return result
 

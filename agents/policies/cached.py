@@ -49,11 +49,15 @@ def bf16_supported() -> bool:
         return False
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 natively: a GPU that supports it, or `bf16_supported`."""
+    return torch.cuda.is_bf16_supported() if device.type == "cuda" else bf16_supported()
+
+
 def _dtype(name: str | torch.dtype | None, device: torch.device) -> torch.dtype | None:
     """``rollout_dtype`` as a dtype; ``"auto"``: bfloat16 where ``device`` computes it natively."""
     if name == "auto":
-        native = torch.cuda.is_bf16_supported() if device.type == "cuda" else bf16_supported()
-        return torch.bfloat16 if native else None
+        return torch.bfloat16 if native_bf16(device) else None
     if isinstance(name, str):
         if not isinstance(getattr(torch, name, None), torch.dtype):
             raise ConfigError(

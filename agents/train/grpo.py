@@ -263,12 +263,9 @@ def _use_bf16(cfg: GRPOConfig) -> bool:
     it; with ``bf16: auto`` also on a CPU with native bfloat16 matmuls (AVX512-BF16, AMX), where
     the main job's warm start took 6.3 min instead of 10.5 and its SFT policy scored the same dev
     EM (0.555, seed 1); CPU runs keep float32 numerics unless asked."""
-    if torch.cuda.is_available():
-        supported = torch.cuda.is_bf16_supported()
-    else:
-        from searchgym.agents.policies.cached import bf16_supported
+    from searchgym.agents.policies.cached import native_bf16
 
-        supported = bf16_supported()
+    supported = native_bf16(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     if cfg.bf16 is True and not supported:
         raise ConfigError(
             "bf16: true needs a GPU or CPU with native bfloat16 support; set bf16: auto to use it "
