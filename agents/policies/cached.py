@@ -6,8 +6,10 @@ behind the same ``generate(prompts, params)``:
 
 - **Cache reuse by prefix.** After a call, each row's keys and values are kept (a `PrefixStore`,
   bounded by ``cache_bytes``). A later prompt that starts with a kept stream (the next turn of
-  the same episode: prompt + completion + observation) prefills only the new tokens; identical
-  prompts within a call (a GRPO group) are prefilled once. An ended episode's cache is freed when
+  the same episode: prompt + completion + observation) prefills only the new tokens; a prompt
+  that shares only its start with a kept stream or an earlier row of the call (every episode's
+  system prompt and instructions; a GRPO group's identical prompts) reuses the shared part's keys
+  and values, which a causal model computes alike for both. An ended episode's cache is freed when
   its `PolicyAgent` starts the next one (`forget`). The cache belongs to one set of
   weights: it is dropped on `reseed` (every trainer rollout starts with one) and whenever a
   parameter's version counter moved since the last call (an optimizer step or
@@ -35,7 +37,7 @@ import torch
 
 from searchgym.agents.policies.base import Completion, SamplingParams, check_token_prompts
 from searchgym.agents.policies.hf import HFPolicy
-from searchgym.agents.policies.kv import Entry, PrefixStore, buffer_cache, empty_buffers, longest_prefix
+from searchgym.agents.policies.kv import Entry, PrefixStore, buffer_cache, empty_buffers, shared_prefix
 from searchgym.agents.policies.models import DEFAULT_MODEL
 from searchgym.errors import ConfigError
 
@@ -189,13 +191,14 @@ class CachedPolicy(HFPolicy):
         return [self._completion(row, lp, params) for row, lp in zip(ids, logprobs)]
 
     def _prefill(self, model, prompt: list[int], row, local: list[Entry], used: list[Entry]) -> torch.Tensor:
-        """Compute ``prompt``'s keys and values into ``row`` (reusing the longest cached prefix,
-        from the store or from an earlier row of this call) and return its last logits."""
-        entry = longest_prefix(self.store.entries + local, prompt)
-        reused = min(len(entry.ids), len(prompt) - 1) if entry is not None else 0
+        """Compute ``prompt``'s keys and values into ``row`` (reusing the longest run of leading
+        tokens it shares with a cached stream, from the store or from an earlier row of this
+        call) and return its last logits."""
+        entry, shared = shared_prefix(self.store.entries + local, prompt)
+        reused = min(shared, len(prompt) - 1)
         if entry is not None:
-            if entry not in local:
-                used.append(entry)
+            if shared == len(entry.ids) and entry not in local:
+                used.append(entry)  # this prompt extends it: the new entry replaces it
             for (k, v), (ek, ev) in zip(row, entry.kv):
                 k[0, :, :reused] = ek[:, :reused]
                 v[0, :, :reused] = ev[:, :reused]

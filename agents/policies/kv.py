@@ -102,6 +102,39 @@ def longest_prefix(entries: Sequence[Entry], prompt: list[int]) -> Entry | None:
     return best
 
 
+def shared_prefix(entries: Sequence[Entry], prompt: list[int]) -> tuple[Entry | None, int]:
+    """The entry that shares the longest run of leading tokens with ``prompt``, and that run's
+    length: an episode's own earlier stream (all of it), or another stream that starts with the
+    same instructions (the part they share, whose keys and values are the same under a causal
+    model). ``(None, 0)`` if no entry shares a token.
+
+    >>> entry, n = shared_prefix([Entry([1, 2, 3, 4], []), Entry([1, 2, 9], [])], [1, 2, 3, 7])
+    >>> entry.ids, n
+    ([1, 2, 3, 4], 3)
+    """
+    best, best_n = None, 0
+    for entry in entries:
+        n = _common_length(entry.ids, prompt)
+        if n > best_n:
+            best, best_n = entry, n
+    return best, best_n
+
+
+def _common_length(a: list[int], b: list[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share (a binary search over slice comparisons,
+    which run in C)."""
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 class PrefixStore:
     """Caches of earlier token streams, newest last, up to ``max_bytes``. An episode's stream
     only grows, so its next prompt starts with everything its previous call saw, and

@@ -68,6 +68,10 @@ class GRPOConfig:
     decide, before ``info_gain`` is added: a group that only the gain splits is dropped too."""
     max_refill_rounds: int = 3
     """Dynamic sampling: at most this many extra rounds of tasks per step."""
+    oversample: float = 1.0
+    """Dynamic sampling: the first round plays this many times ``tasks_per_step`` tasks (rounded
+    up), side by side, so that the step seldom needs refill rounds, which decode only a few
+    episodes at a time; the step still trains on ``tasks_per_step`` informative groups."""
     rollout_engine: RolloutEngine = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
 
@@ -179,6 +183,13 @@ class GRPOConfig:
             for name in names:
                 if getattr(self, name) < least:
                     raise ConfigError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        if self.oversample < 1:
+            raise ConfigError(f"oversample must be >= 1 (a factor on tasks_per_step), got {self.oversample}")
+        if self.oversample > 1 and not self.dynamic_sampling:
+            raise ConfigError(
+                "oversample plays extra tasks for dynamic sampling: set dynamic_sampling: true, "
+                "or oversample: 1"
+            )
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0: GRPO needs sampled episodes, got {self.temperature}")
         if not 0 <= self.clip_low < 1 or self.clip_high < 0:

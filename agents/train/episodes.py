@@ -91,6 +91,13 @@ def step_tasks(tasks: Sequence[Any], step: int, cfg: GRPOConfig, accelerator: An
     return out[accelerator.process_index * share : (accelerator.process_index + 1) * share]
 
 
+def first_round_size(cfg: GRPOConfig, accelerator: Any) -> int:
+    """Groups this process plays side by side in a step's first round: its share of the step's
+    tasks, times ``oversample`` under dynamic sampling."""
+    share = per_process(cfg.tasks_per_step, accelerator)
+    return math.ceil(share * cfg.oversample) if cfg.dynamic_sampling else share
+
+
 def step_seed(cfg: GRPOConfig, step: int, accelerator: Any) -> int:
     return (cfg.seed * 1_000_003 + step * 7_919 + accelerator.process_index * 104_729) % 2**31
 
@@ -125,10 +132,18 @@ def play_step(
     the step's tasks (`step_tasks`). With it (DAPO), groups whose rewards are all equal carry no
     gradient and are dropped, and further tasks (drawn by step and round, so a resumed run draws
     the same) are played in up to ``max_refill_rounds`` rounds until the step has as many
-    informative groups as tasks."""
+    informative groups as tasks; the first round already adds such tasks (``oversample``)."""
     tasks = step_tasks(train_tasks, step, cfg, accelerator)
     seed = step_seed(cfg, step, accelerator)
-    groups = play_groups(policy, envs, tasks, cfg, seed)
+
+    def drawn(n: int, round_: int) -> list[Any]:
+        rng = torch.Generator().manual_seed(seed * 31 + round_)
+        return [train_tasks[int(i)] for i in torch.randint(len(train_tasks), (n,), generator=rng)]
+
+    first = list(tasks)
+    if cfg.dynamic_sampling:
+        first += drawn(first_round_size(cfg, accelerator) - len(tasks), 0)
+    groups = play_groups(policy, envs, first, cfg, seed)
     played, degenerate = len(groups), sum(map(is_degenerate, groups))
     if cfg.dynamic_sampling:
         kept = [g for g in groups if not is_degenerate(g)]
@@ -136,9 +151,9 @@ def play_step(
             missing = len(tasks) - len(kept)
             if missing <= 0:
                 break
-            rng = torch.Generator().manual_seed(seed * 31 + round_)
-            extra = [train_tasks[int(i)] for i in torch.randint(len(train_tasks), (missing,), generator=rng)]
-            more = play_groups(policy, envs[: missing * cfg.group_size], extra, cfg, seed + round_ * 104_729)
+            more = play_groups(
+                policy, envs[: missing * cfg.group_size], drawn(missing, round_), cfg, seed + round_ * 104_729
+            )
             played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
             kept += [g for g in more if not is_degenerate(g)]
         groups = kept[: len(tasks)] or groups  # none informative: learn nothing from the step's own

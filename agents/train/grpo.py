@@ -63,7 +63,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     wrapped, optimizer = accelerator.prepare(model, optimizer)
     envs = [
         episodes.make_env(cfg, cfg.train_split)
-        for _ in range(episodes.per_process(cfg.tasks_per_step, accelerator) * cfg.group_size)
+        for _ in range(episodes.first_round_size(cfg, accelerator) * cfg.group_size)
     ]
     _, train_tasks = episodes.split_warm_start(list(check_trainable_env(envs[0])), cfg)
     if main:

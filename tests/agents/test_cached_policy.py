@@ -180,3 +180,31 @@ def test_forgetting_drops_only_the_ended_streams_entry():
     assert [e.ids for e in store.entries] == [[1, 2, 3], [1, 2, 4, 5]]  # its twin still serves
     store.forget([9])
     assert len(store.entries) == 2
+
+
+def test_a_prompt_reuses_what_it_shares_with_other_streams(fast):
+    """Every episode starts with the same instructions: a new episode's prompt prefills only what
+    follows the part it shares with a kept stream (or an earlier row), and decodes as without."""
+    prompts = prompts_of(fast)
+    shared = next(i for i, (a, b) in enumerate(zip(*prompts[:2])) if a != b)
+    assert shared > 10  # the chat template's system prompt
+    fed: list[int] = []
+    hook = fast.model.register_forward_pre_hook(
+        lambda module, args, kwargs: fed.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    try:
+        first = fast.generate(prompts[:1], params)
+        fed.clear()
+        second = fast.generate(prompts[1:2], params)  # the store holds the first stream
+        assert fed[0] == len(prompts[1]) - shared  # the prefill
+        assert len(fast.store.entries) == 2  # a shared start is no extension: the first stays
+        fast.store.clear()
+        fed.clear()
+        both = fast.generate(prompts[:2], params)  # one call: row 1 reuses row 0
+        assert fed[:2] == [len(prompts[0]), len(prompts[1]) - shared]
+    finally:
+        hook.remove()
+    assert [c.token_ids for c in both] == [first[0].token_ids, second[0].token_ids]
+    fast.store.clear()
+    assert fast.generate(prompts[1:2], params)[0].token_ids == second[0].token_ids

@@ -246,6 +246,20 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, off, accelerator)
     assert len(groups) == 2 and metrics["rollout/degenerate_groups"] == 0.5
 
+    # oversample: the first round plays twice the step's tasks at once, here enough that no
+    # refill round is needed; its own tasks come first, as without it
+    over = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, oversample=2.0)
+    script, played[:] = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]), []
+    groups, metrics = episodes.play_step(None, [None] * 8, tasks, 3, over, accelerator)
+    assert [len(t) for t in played] == [4] and played[0][:2] == first[0]
+    assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
+    assert metrics["rollout/groups_played"] == 4.0 and metrics["rollout/groups_trained"] == 2.0
+    assert episodes.first_round_size(over, accelerator) == 4
+    with pytest.raises(ConfigError, match="oversample must be >= 1"):
+        GRPOConfig(oversample=0.5)
+    with pytest.raises(ConfigError, match="oversample plays extra tasks for dynamic sampling"):
+        GRPOConfig(oversample=2.0)
+
 
 class CountingPolicy(HFPolicy):
     """A user's own trainable policy: HF generation that counts its calls."""
