@@ -110,6 +110,10 @@ class GRPOConfig:
     common divisor with ``warm_start_batch_size``, so that SFT steps are unchanged); gradients
     accumulate over the step's whole batch. The activations of 4 two-hop episodes took the main
     job to 10 GB in float32; 2 keep it lower (see configs/quickstart.yaml)."""
+    trainable_layers: int = 0
+    """GRPO updates only the last this many decoder blocks and the final norm; the embeddings
+    and the blocks below stay as the warm start left them (0: every parameter). Backward stops
+    that many blocks down, so an update costs less and holds fewer activations."""
     bf16: bool | Literal["auto"] | None = None
     """bfloat16 autocast of the warm start and the GRPO updates. None: where the GPU supports it
     (never on CPU); ``auto``: also on a CPU with native bfloat16 matmuls (AVX512-BF16, AMX);
@@ -177,6 +181,7 @@ class GRPOConfig:
                 "warm_start_episodes",
                 "log_episodes",
                 "max_refill_rounds",
+                "trainable_layers",
             ),
         }
         for least, names in at_least.items():

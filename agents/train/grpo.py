@@ -49,6 +49,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from searchgym.agents.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+    from searchgym.agents.train.freeze import freeze_all_but, top_modules
 
     start_time = time.perf_counter()
     run_dir = Path(cfg.run_dir)
@@ -59,8 +60,8 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     main = accelerator.is_main_process
     policy, rollout_policy = episodes.load_policies(cfg, accelerator.device)
     model, tokenizer = policy.model, policy.tokenizer
+    trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    wrapped, optimizer = accelerator.prepare(model, optimizer)
     envs = [
         episodes.make_env(cfg, cfg.train_split)
         for _ in range(episodes.first_round_size(cfg, accelerator) * cfg.group_size)
@@ -103,6 +104,9 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
             episodes.sync_rollout_weights(rollout_policy, model)
         before = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
         checkpoint_at(0)
+    if trainable:  # after the warm start, which trains every parameter
+        freeze_all_but(model, trainable)
+    wrapped, optimizer = accelerator.prepare(model, optimizer)  # after the freeze, which DDP must see
     ref_model = _reference_model(model, run_dir, start_step) if cfg.kl_coef > 0 else None
 
     log = MetricsLog(run_dir, tensorboard=cfg.tensorboard) if main else None

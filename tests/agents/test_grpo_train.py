@@ -400,3 +400,22 @@ def test_bf16_auto_autocasts_only_where_the_cpu_computes_bfloat16_natively(
     else:
         with pytest.raises(ConfigError, match="set bf16: auto to use it only where there is"):
             grpo._use_bf16(tiny_config(tiny_llama_dir, tmp_path, bf16=True))
+
+
+def test_trainable_layers_updates_only_the_top_blocks_after_a_full_warm_start(tiny_llama_dir, tmp_path):
+    cfg = tiny_config(
+        tiny_llama_dir, tmp_path, warm_start_episodes=2, warm_start_batch_size=2, trainable_layers=1
+    )
+    train(cfg)
+    before, after = weights(tmp_path, 0), weights(tmp_path, 2)
+    initial = load_file(tiny_llama_dir / "model.safetensors")
+    changed = {k for k in after if not torch.equal(before[k], after[k])}
+    # the warm start trained everything, embeddings and the first block included
+    assert not torch.equal(initial["model.embed_tokens.weight"], before["model.embed_tokens.weight"])
+    assert changed and all(k.startswith(("model.layers.1.", "model.norm.")) for k in changed)
+    assert any(k.startswith("model.layers.1.") for k in changed)
+
+
+def test_trainable_layers_beyond_the_models_blocks_is_a_config_error(tiny_llama_dir, tmp_path):
+    with pytest.raises(ConfigError, match="between 1 and the model's 2 decoder blocks"):
+        train(tiny_config(tiny_llama_dir, tmp_path, trainable_layers=3, eval_tasks=0))
