@@ -25,7 +25,7 @@ from searchgym.agents.policies.models import resolve_model
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.freeze import freeze_all_but, top_modules
 from searchgym.agents.train.grpo import update
-from searchgym.agents.train.loss import Sample
+from searchgym.agents.train.loss import Sample, collate, token_logprobs
 
 
 def synthetic_episodes(args, vocab: int, generator: torch.Generator) -> list[Sample]:
@@ -43,12 +43,10 @@ def synthetic_episodes(args, vocab: int, generator: torch.Generator) -> list[Sam
     return samples
 
 
-def saved_bytes(model, samples, cfg, accelerator) -> int:
+def saved_bytes(model, samples, cfg, pad_id: int) -> int:
     """Bytes autograd saves for backward in one micro-batch's forward, each storage once and the
     weights (which backward reads but nothing allocates) left out."""
-    from searchgym.agents.train.loss import collate, token_logprobs
-
-    batch = collate(samples[: cfg.micro_batch_size], model.config.pad_token_id or 0)
+    batch = collate(samples[: cfg.micro_batch_size], pad_id)
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
 
@@ -80,6 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(resolve_model(args.model), dtype=torch.float32)
+    pad_id = base.config.pad_token_id or 0
     samples = synthetic_episodes(args, base.config.vocab_size, torch.Generator().manual_seed(0))
     cfg = GRPOConfig(micro_batch_size=args.micro_batch_size, lr=1e-6, max_turns=args.turns)
     accelerator = Accelerator(cpu=True)
@@ -92,7 +91,7 @@ def main() -> None:
     for round_ in range(args.rounds + 1):
         for arm in arms.values():
             tick = time.perf_counter()
-            update(arm["model"], None, arm["optimizer"], samples, cfg, accelerator, 0)
+            update(arm["model"], None, arm["optimizer"], samples, cfg, accelerator, pad_id)
             if round_:  # the first round warms up the allocator and the kernels
                 arm["seconds"].append(time.perf_counter() - tick)
     first = None
@@ -105,7 +104,7 @@ def main() -> None:
     for n, arm in arms.items():
         seconds = sum(arm["seconds"]) / len(arm["seconds"])
         first = first or seconds
-        saved = saved_bytes(arm["model"], samples, cfg, accelerator) / 2**20
+        saved = saved_bytes(arm["model"], samples, cfg, pad_id) / 2**20
         label = str(n) if n else "all"
         print(
             f"{label:>16} {arm['trainable'] / 1e6:>11.1f}M {seconds:>9.1f} {seconds / first:>6.2f} "
