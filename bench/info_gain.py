@@ -1,21 +1,24 @@
-"""Information-gain scoring (IGPO) of a GRPO step's episodes: one cached read per episode against
-one padded row per turn.
+"""Information-gain scoring (IGPO) of a GRPO step's episodes: the CPU engine's kept caches, one
+cached read per episode, and one padded row per turn.
 
     python bench/info_gain.py                              # SmolLM2-135M-Instruct, 16 episodes
     python bench/info_gain.py --model runs/quickstart/checkpoints/step-000000 --episodes 32
 
 The policy plays ``--episodes`` sampled episodes of the quickstart's 2-hop training tasks
 (``configs/quickstart.yaml``: its env, turn limit and tokens per turn), then their turn-by-turn
-answer probabilities are computed both ways, alternately, ``--repeats`` times each:
+answer probabilities are computed three ways, in turn, ``--repeats`` times each:
 
-- searchgym: `batch_turn_answer_probabilities`, which reads each episode once into a key/value
-  cache and scores every turn's answer behind a crop of it;
+- engine: `batch_turn_answer_probabilities` given the engine's `cached_kv`, as the trainer calls
+  it: each episode's keys and values are those the engine computed while playing it, and only
+  every turn's answer is read behind a crop of them;
+- searchgym: `batch_turn_answer_probabilities` alone, which reads each episode once into a
+  key/value cache and scores every turn's answer behind a crop of it;
 - rows: every turn's context as its own row of `score_answers` (right-padded, batches of 8,
   longest first), the way it was computed before, which reads the episode's start once per turn.
 
-Printed: the tokens each way reads, the median seconds, the ratio (rows / searchgym), and the
-largest difference of the probabilities. Use a warm-started checkpoint (``--model``): SmolLM2 as
-loaded writes few valid actions, so its episodes are short.
+Printed: the tokens each way reads, the median seconds, the ratios to the engine's, and the
+largest difference of the probabilities from the rows'. Use a warm-started checkpoint
+(``--model``): SmolLM2 as loaded writes few valid actions, so its episodes are short.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ def per_row(model, trajectories, answers) -> list[list[float]]:
     return out
 
 
-def timed(fn, *args) -> tuple[float, list[list[float]]]:
+def timed(fn) -> tuple[float, list[list[float]]]:
     start = time.perf_counter()
-    result = fn(*args)
+    result = fn()
     return time.perf_counter() - start, result
 
 
@@ -75,25 +78,37 @@ def main() -> None:
     model = policy.model
     torch.set_grad_enabled(True)  # as in training: the scorers turn it off themselves
 
-    times: dict[str, list[float]] = {"searchgym": [], "rows": []}
+    ways = {
+        "engine": lambda: batch_turn_answer_probabilities(model, trajectories, answers, policy.cached_kv),
+        "searchgym": lambda: batch_turn_answer_probabilities(model, trajectories, answers),
+        "rows": lambda: per_row(model, trajectories, answers),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    results = {}
     for _ in range(args.repeats):
-        seconds, ours = timed(batch_turn_answer_probabilities, model, trajectories, answers)
-        times["searchgym"].append(seconds)
-        seconds, theirs = timed(per_row, model, trajectories, answers)
-        times["rows"].append(seconds)
-    difference = max(abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y))
-    read = {"searchgym": 0, "rows": 0}
+        for name, way in ways.items():
+            seconds, results[name] = timed(way)
+            times[name].append(seconds)
+    difference = {
+        name: max(abs(a - b) for x, y in zip(result, results["rows"]) for a, b in zip(x, y))
+        for name, result in results.items()
+    }
+    read = {name: 0 for name in ways}
     for traj, (prefix, answer) in zip(trajectories, answers):
         contexts = [len(traj.prompt_ids) + s for s in traj.turn_starts]
-        read["searchgym"] += max(contexts) - 1 + len(contexts) * (1 + len(prefix) + len(answer))
+        read["engine"] += len(contexts) * (1 + len(prefix) + len(answer))
+        read["searchgym"] += max(contexts) - 1 + read["engine"]
         read["rows"] += sum(contexts) + len(contexts) * (len(prefix) + len(answer))
     turns = sum(len(t.turn_starts) for t in trajectories)
     tokens = sum(len(t.prompt_ids) + len(t.ids) for t in trajectories)
     print(f"{len(episodes)} episodes, {turns} turns scored, {tokens:,} tokens in all")
+    engine = statistics.median(times["engine"])
     for name, values in times.items():
-        print(f"{name:10s} {statistics.median(values):7.2f} s  (reads about {read[name]:,} tokens)")
-    ratio = statistics.median(times["rows"]) / statistics.median(times["searchgym"])
-    print(f"ratio rows/searchgym: {ratio:.2f}x; largest difference of a probability: {difference:.1e}")
+        seconds = statistics.median(values)
+        print(
+            f"{name:10s} {seconds:7.2f} s  {seconds / engine:5.2f}x engine's  (reads about {read[name]:,} "
+            f"tokens; largest difference of a probability from the rows': {difference[name]:.1e})"
+        )
 
 
 if __name__ == "__main__":

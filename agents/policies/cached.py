@@ -14,7 +14,8 @@ behind the same ``generate(prompts, params)``:
   weights: it is dropped on `reseed` (every trainer rollout starts with one) and whenever a
   parameter's version counter moved since the last call (an optimizer step or
   ``load_state_dict`` moves it; an in-place write through ``param.data`` does not, so call
-  `reseed` after one).
+  `reseed` after one). Until then the trainer reads a played episode's keys and values back
+  (`cached_kv`) for its information gain, instead of running the episode through the model again.
 - **Preallocated caches.** Rows are prefilled one by one (prefill is compute-bound on CPU, so
   batching it gains little and padding costs much) straight into a left-aligned batch buffer,
   then decoded together, each new key written in place (`buffer_cache`).
@@ -37,7 +38,7 @@ import torch
 
 from searchgym.agents.policies.base import Completion, SamplingParams, check_token_prompts
 from searchgym.agents.policies.hf import HFPolicy
-from searchgym.agents.policies.kv import Entry, PrefixStore, buffer_cache, empty_buffers, shared_prefix
+from searchgym.agents.policies.kv import KV, Entry, PrefixStore, buffer_cache, empty_buffers, shared_prefix
 from searchgym.agents.policies.models import DEFAULT_MODEL
 from searchgym.errors import ConfigError
 
@@ -108,6 +109,19 @@ class CachedPolicy(HFPolicy):
         (`PolicyAgent` calls this when it starts its next episode), instead of keeping them until
         newer episodes push them out of ``cache_bytes``."""
         self.store.forget(ids)
+
+    def cached_kv(self, ids: Sequence[int], length: int) -> KV | None:
+        """The keys and values of ``ids[:length]`` as this engine computed them for a stream it
+        still keeps (per layer ``[kv_heads, length, head_dim]``, in ``policy.model``'s dtype), so
+        that the trainer's information gain need not read the episode again; None if no kept
+        stream starts with them, or the weights changed since they were computed."""
+        if tuple(p._version for p in self.model.parameters()) != self._weights:
+            return None
+        entry, shared = shared_prefix(self.store.entries, list(ids[:length]))
+        if entry is None or shared < length:
+            return None
+        dtype = self.model.dtype
+        return [(k[:, :length].to(dtype), v[:, :length].to(dtype)) for k, v in entry.kv]
 
     def drop_caches(self) -> None:
         """Free the kept keys and values now, rather than at the next call after the weights

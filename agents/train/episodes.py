@@ -132,7 +132,9 @@ def play_step(
     the step's tasks (`step_tasks`). With it (DAPO), groups whose rewards are all equal carry no
     gradient and are dropped, and further tasks (drawn by step and round, so a resumed run draws
     the same) are played in up to ``max_refill_rounds`` rounds until the step has as many
-    informative groups as tasks; the first round already adds such tasks (``oversample``)."""
+    informative groups as tasks; the first round already adds such tasks (``oversample``). The
+    CPU engine keeps the episodes' keys and values for the information gain: call `drop_caches`
+    before the update."""
     tasks = step_tasks(train_tasks, step, cfg, accelerator)
     seed = step_seed(cfg, step, accelerator)
 
@@ -157,7 +159,6 @@ def play_step(
             played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
             kept += [g for g in more if not is_degenerate(g)]
         groups = kept[: len(tasks)] or groups  # none informative: learn nothing from the step's own
-    drop_caches(policy)
     metrics = {
         "rollout/degenerate_groups": degenerate / played,
         "rollout/groups_played": float(played),
@@ -167,9 +168,9 @@ def play_step(
 
 
 def drop_caches(policy: Any) -> None:
-    """Free what a policy kept of the episodes it just played (the CPU engine's keys and values):
-    no later call can use it, since the next update changes the weights it belongs to, and the
-    update's activations need the memory."""
+    """Free what a policy kept of the episodes it just played (the CPU engine's keys and values),
+    once the information gain has read them: no later call can use them, since the next update
+    changes the weights they belong to, and the update's activations need the memory."""
     if hasattr(policy, "drop_caches"):
         policy.drop_caches()
 

@@ -115,19 +115,29 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         if before is not None and start_step == 0:
             log.log(0, eval_metrics(before))
     bar = tqdm(total=cfg.steps, initial=start_step, desc="GRPO", disable=not (cfg.progress and main))
+    protocol = envs[0].unwrapped.protocol
+    cached_kv = getattr(rollout_policy, "cached_kv", None)  # the CPU engine's, for the information gain
     for step in range(start_step, cfg.steps):
         tick = time.perf_counter()
         groups, played = episodes.play_step(rollout_policy, envs, train_tasks, step, cfg, accelerator)
-        rollout_s = time.perf_counter() - tick
-        samples, metrics = score_groups(groups, cfg, model, tokenizer, envs[0].unwrapped.protocol)
+        scored = time.perf_counter()
+        samples, metrics = score_groups(groups, cfg, model, tokenizer, protocol, cached_kv)
+        episodes.drop_caches(rollout_policy)  # the update changes the weights they belong to
         metrics |= played
+        updated = time.perf_counter()
         for _ in range(cfg.updates_per_step):
             metrics |= update(
                 wrapped, ref_model, optimizer, samples, cfg, accelerator, tokenizer.pad_token_id
             )
         episodes.sync_rollout_weights(rollout_policy, model)
         metrics = _mean_over_processes(metrics, accelerator)
-        metrics |= {"time/rollout_s": rollout_s, "time/step_s": time.perf_counter() - tick}
+        now = time.perf_counter()
+        metrics |= {  # where a step's time goes; scoring holds the information gain's forward
+            "time/rollout_s": scored - tick,
+            "time/score_s": updated - scored,
+            "time/update_s": now - updated,
+            "time/step_s": now - tick,
+        }
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
             metrics |= eval_metrics(episodes.evaluate(cfg, rollout_policy, accelerator))
@@ -162,11 +172,14 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     return summary
 
 
-def score_groups(groups: list[list[Any]], cfg: GRPOConfig, model: Any, tokenizer: Any, protocol: Any):
-    """Rewards, advantages and the loss samples of a step's episodes, with the rollout metrics."""
+def score_groups(
+    groups: list[list[Any]], cfg: GRPOConfig, model: Any, tokenizer: Any, protocol: Any, cached_kv: Any = None
+):
+    """Rewards, advantages and the loss samples of a step's episodes, with the rollout metrics;
+    ``cached_kv``: the rollout engine's keys and values, if it kept them (see `information_gains`)."""
     flat = [ep for group in groups for ep in group]
     rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
-    gains = information_gains(flat, model, tokenizer, protocol) if cfg.info_gain_weight else None
+    gains = information_gains(flat, model, tokenizer, protocol, cached_kv) if cfg.info_gain_weight else None
     for ep, episode_gains in zip(flat, gains or []):
         for turn, gain in zip(ep.turns, episode_gains):
             turn.info_gain = gain  # shown per turn by searchgym view
@@ -215,10 +228,12 @@ def mean(values: Sequence[float]) -> float:
 
 
 def information_gains(
-    episodes: Sequence[Any], model: Any, tokenizer: Any, protocol: Any
+    episodes: Sequence[Any], model: Any, tokenizer: Any, protocol: Any, cached_kv: Any = None
 ) -> list[list[float]]:
     """Per episode, the information gain of each turn but the last (IGPO): the rise of the
-    policy's teacher-forced probability of the gold answer once that turn's result is shown."""
+    policy's teacher-forced probability of the gold answer once that turn's result is shown.
+    With ``cached_kv`` (the CPU engine's, which still holds the episodes it just played, computed
+    with these weights) an episode's tokens are not read again; only each turn's probe is."""
     from searchgym.agents.train.info_gain import (
         answer_tokens,
         batch_turn_answer_probabilities,
@@ -227,7 +242,8 @@ def information_gains(
 
     answers = [answer_tokens(tokenizer, protocol, ep.answers[0]) for ep in episodes]
     trajectories = [ep.trajectory for ep in episodes]
-    return [information_gain(p) for p in batch_turn_answer_probabilities(model, trajectories, answers)]
+    probabilities = batch_turn_answer_probabilities(model, trajectories, answers, cached_kv)
+    return [information_gain(p) for p in probabilities]
 
 
 def to_sample(trajectory: Any, turn_advantages: Sequence[float]) -> Sample:

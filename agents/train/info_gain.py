@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.policies.agent import Trajectory
+from searchgym.agents.policies.kv import KV
 from searchgym.agents.train.scoring import model_device, right_pad, takes_logits_to_keep, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
 
+CachedKV = Callable[[Sequence[int], int], KV | None]
+"""``cached(ids, n)``: per layer, the keys and values ``[kv_heads, n, head_dim]`` of ``ids[:n]``, or None."""
 AnswerRow = tuple[Sequence[int], Sequence[int], Sequence[int]]
 """``(context, prefix, answer)`` token ids: the answer is scored behind the context and prefix."""
 _SENTINEL = "searchgymAnswerSentinel"  # plain letters: no protocol escapes or quotes them
@@ -140,9 +143,12 @@ def batch_turn_answer_probabilities(
     model: Any,
     trajectories: Sequence[Trajectory],
     answers: Sequence[tuple[Sequence[int], Sequence[int]]],
+    cached: CachedKV | None = None,
 ) -> list[list[float]]:
     """`turn_answer_probabilities` of every trajectory, ``answers[i]`` being trajectory i's
-    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them."""
+    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them. ``cached(ids, n)`` may give
+    the keys and values of ``ids[:n]`` that ``model`` computed when it played them (the CPU
+    engine's `cached_kv`); where it does, an episode is not read again."""
     if len(trajectories) != len(answers):
         raise ValueError(f"need one answer per trajectory, got {len(answers)} for {len(trajectories)}")
     for traj in trajectories:
@@ -150,16 +156,19 @@ def batch_turn_answer_probabilities(
             raise ValueError("the trajectory has no turn_starts; it was not recorded by PolicyAgent")
     with _scoring(model):
         return [
-            [math.exp(lp) for lp in _turn_logprobs(model, traj, prefix, answer)]
+            [math.exp(lp) for lp in _turn_logprobs(model, traj, prefix, answer, cached)]
             for traj, (prefix, answer) in zip(trajectories, answers)
         ]
 
 
-def _turn_logprobs(model: Any, traj: Trajectory, prefix: Sequence[int], answer: Sequence[int]) -> list[float]:
+def _turn_logprobs(
+    model: Any, traj: Trajectory, prefix: Sequence[int], answer: Sequence[int], cached: CachedKV | None
+) -> list[float]:
     """The answer's mean log-probability behind each turn's context. The contexts are prefixes of
-    one another, so the longest is read once into a key/value cache, and each turn, latest
-    first, crops the cache to its context and reads only its last token, the prefix and the
-    answer: an episode costs about one forward over its tokens instead of one per turn."""
+    one another, so the longest is read once into a key/value cache (or taken from ``cached``),
+    and each turn, latest first, crops the cache to its context and reads only its last token,
+    the prefix and the answer: an episode costs about one forward over its tokens instead of
+    one per turn, or a few tokens a turn with ``cached``."""
     if not answer:
         raise ValueError("the answer has no tokens")
     tokens = traj.prompt_ids + traj.ids
@@ -168,7 +177,11 @@ def _turn_logprobs(model: Any, traj: Trajectory, prefix: Sequence[int], answer: 
         raise ValueError("the first answer token needs a context to follow: the prompt is empty")
     cache = DynamicCache()
     if cuts and max(cuts) > 1:
-        _last_logits(model, tokens[: max(cuts) - 1], cache, 1)
+        kept = cached(tokens, max(cuts) - 1) if cached is not None else None
+        if kept is None:
+            _last_logits(model, tokens[: max(cuts) - 1], cache, 1)
+        for layer, (keys, values) in enumerate(kept or []):
+            cache.update(keys[None], values[None], layer)
     scores = {}
     for cut in sorted(set(cuts), reverse=True):
         cache.crop(cut - 1 - cache.get_seq_length())  # a negative count: drop what came after

@@ -1,5 +1,6 @@
 """`train(cfg)` end to end on a tiny random Llama and a small generated world."""
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -28,6 +29,8 @@ def test_training_changes_the_parameters_and_logs_finite_metrics(tiny_llama_dir,
         assert {"reward/total", "reward/outcome", "reward/cost", "rollout/searches", "loss/entropy"} <= set(
             row
         )
+        parts = row["time/rollout_s"] + row["time/score_s"] + row["time/update_s"]
+        assert 0 < parts <= row["time/step_s"] + 1e-6  # where the step's time went
     assert summary["eval_before"]["n"] == 2 and summary["eval_after"]["n"] == 2
     before, after = summary["eval_before"], summary["eval_after"]
     assert before["em_low"] <= before["em"] <= before["em_high"] and len(after["em_per_task"]) == 2
@@ -304,15 +307,42 @@ def test_eval_base_false_skips_only_the_evaluation_as_loaded(tiny_llama_dir, tmp
     assert summary["eval_before"]["n"] == summary["eval_after"]["n"] == 2
 
 
-def test_rollouts_and_evaluations_free_the_cpu_engines_caches(tiny_llama_dir, tmp_path):
-    """The CPU engine's keys and values of a step's episodes are freed before the update needs
-    the memory (they belong to weights the update changes), and so are an evaluation's."""
+def test_the_cpu_engines_caches_serve_the_information_gain_then_are_freed(
+    tiny_llama_dir, tmp_path, monkeypatch
+):
+    """The CPU engine's keys and values of a step's episodes spare the information gain a second
+    read of them, and are freed before the update needs the memory (they belong to weights the
+    update changes); an evaluation's are freed too."""
     from searchgym.agents.policies.cached import CachedPolicy
     from searchgym.agents.train import episodes as train_episodes
 
-    cfg = tiny_config(tiny_llama_dir, tmp_path, policy="cpu")
-    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", dtype="float32")
+    events = []  # in order: "hit" (a kept cache served the gain), "drop", "update (N kept)"
+    cached_kv, drop, update = CachedPolicy.cached_kv, CachedPolicy.drop_caches, grpo.update
+    engines = []
+
+    def spying_cached_kv(self, ids, length):
+        kept = cached_kv(self, ids, length)
+        events.append("hit" if kept is not None else "miss")
+        return kept
+
+    def spying_drop(self):
+        engines.append(self)
+        events.append("drop")
+        drop(self)
+
+    def spying_update(*args, **kwargs):
+        events.append(f"update ({len(engines[-1].store.entries)} kept)")
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(CachedPolicy, "cached_kv", spying_cached_kv)
+    monkeypatch.setattr(CachedPolicy, "drop_caches", spying_drop)
+    monkeypatch.setattr(grpo, "update", spying_update)
+    cfg = tiny_config(tiny_llama_dir, tmp_path, policy="cpu", steps=1, eval_tasks=0)
+    train(cfg)
+    assert events == ["hit"] * 4 + ["drop", "update (0 kept)"]
+
     seen = []  # how many streams the engine kept after each of its calls
+    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", dtype="float32")
     generate = policy.generate
 
     def counting(*args, **kwargs):
@@ -321,14 +351,7 @@ def test_rollouts_and_evaluations_free_the_cpu_engines_caches(tiny_llama_dir, tm
         return completions
 
     policy.generate = counting
-    envs = [train_episodes.make_env(cfg, cfg.train_split) for _ in range(4)]
-    train_tasks = list(envs[0].unwrapped.tasks)
-    train_episodes.play_step(
-        policy, envs, train_tasks, 0, cfg, SimpleNamespace(process_index=0, num_processes=1)
-    )
-    assert max(seen) > 0 and policy.store.entries == []
-    seen.clear()
-    train_episodes.evaluate(cfg, policy)
+    train_episodes.evaluate(dataclasses.replace(cfg, eval_tasks=2), policy)
     assert max(seen) > 0 and policy.store.entries == []
 
 

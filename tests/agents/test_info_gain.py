@@ -161,3 +161,40 @@ def test_models_without_logits_to_keep_give_the_same_scores(model, monkeypatch):
     torch.testing.assert_close(
         answer_logprob(model, CONTEXTS, [300, 301], prefix=[7]), sliced, atol=1e-5, rtol=0
     )
+
+
+def test_the_cpu_engines_kept_caches_give_the_same_probabilities(tiny_llama_dir, tokenizer):
+    """The trainer takes each episode's keys and values from the CPU engine that just played it
+    instead of reading the episode again: the probabilities must be those of a fresh read."""
+    from searchgym.agents.policies.cached import CachedPolicy
+    from searchgym.generation import SamplingParams
+
+    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", dtype="float32", seed=0)
+    env_kwargs = {"n_passages": 300, "seed": 0, "max_turns": 3}
+    tasks = searchgym.make("searchgym/FictionalQA-BM25-v0", **env_kwargs).unwrapped.tasks[:3]
+    params = SamplingParams(max_new_tokens=8, temperature=1.0)
+    episodes = run_episodes(
+        lambda: searchgym.make("searchgym/FictionalQA-BM25-v0", **env_kwargs),
+        lambda: PolicyAgent(policy, params),
+        tasks,
+        n_envs=3,
+    )
+    trajectories = [e.trajectory for e in episodes]
+    assert all(len(t.turn_starts) > 1 for t in trajectories)  # a cache to reuse, turns to score
+    protocol = make_protocol("tags")
+    answers = [answer_tokens(tokenizer, protocol, t.answers[0]) for t in tasks]
+    hits = []
+
+    def cached(ids, n):
+        kept = policy.cached_kv(ids, n)
+        hits.append(kept is not None)
+        return kept
+
+    reused = batch_turn_answer_probabilities(policy.model, trajectories, answers, cached)
+    assert hits == [True] * 3
+    read_again = batch_turn_answer_probabilities(policy.model, trajectories, answers)
+    for a, b in zip(reused, read_again):
+        assert a == pytest.approx(b, rel=1e-4)
+    with torch.no_grad():  # an optimizer step moves the weights: the kept caches no longer apply
+        next(policy.model.parameters()).add_(0.0)
+    assert policy.cached_kv(trajectories[0].prompt_ids, 2) is None
