@@ -96,8 +96,9 @@ def main() -> None:
     read = {name: 0 for name in ways}
     for traj, (prefix, answer) in zip(trajectories, answers):
         contexts = [len(traj.prompt_ids) + s for s in traj.turn_starts]
-        read["engine"] += len(contexts) * (1 + len(prefix) + len(answer))
-        read["searchgym"] += max(contexts) - 1 + read["engine"]
+        probes = len(contexts) * (1 + len(prefix) + len(answer))
+        read["engine"] += probes
+        read["searchgym"] += max(contexts) - 1 + probes
         read["rows"] += sum(contexts) + len(contexts) * (len(prefix) + len(answer))
     turns = sum(len(t.turn_starts) for t in trajectories)
     tokens = sum(len(t.prompt_ids) + len(t.ids) for t in trajectories)
