@@ -132,7 +132,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         episodes.sync_rollout_weights(rollout_policy, model)
         metrics = _mean_over_processes(metrics, accelerator)
         now = time.perf_counter()
-        metrics |= {  # where a step's time goes; scoring holds the information gain's forward
+        metrics |= {  # where a step's time goes; scoring includes the information gain
             "time/rollout_s": scored - tick,
             "time/score_s": updated - scored,
             "time/update_s": now - updated,
