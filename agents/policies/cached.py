@@ -115,7 +115,7 @@ class CachedPolicy(HFPolicy):
         still keeps (per layer ``[kv_heads, length, head_dim]``, in ``policy.model``'s dtype), so
         that the trainer's information gain need not read the episode again; None if no kept
         stream starts with them, or the weights changed since they were computed."""
-        if tuple(p._version for p in self.model.parameters()) != self._weights:
+        if self._weights_now() != self._weights:
             return None
         entry, shared = shared_prefix(self.store.entries, list(ids[:length]))
         if entry is None or shared < length:
@@ -128,10 +128,14 @@ class CachedPolicy(HFPolicy):
         change (the trainer calls this before an update, whose activations need the memory)."""
         self.store.clear()
 
+    def _weights_now(self) -> tuple[int, ...]:
+        """The parameters' version counters: any optimizer step or ``load_state_dict`` moves one."""
+        return tuple(p._version for p in self.model.parameters())
+
     def _generator_model(self) -> torch.nn.Module:
         """The model to decode with, after dropping caches (and refreshing the copy) if the
         weights changed since the last call."""
-        weights = tuple(p._version for p in self.model.parameters())
+        weights = self._weights_now()
         if weights != self._weights:
             self.store.clear()
             if self._copy is not None:
