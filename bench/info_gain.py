@@ -10,9 +10,10 @@ answer probabilities are computed three ways, in turn, ``--repeats`` times each:
 
 - engine: `batch_turn_answer_probabilities` given the engine's `cached_kv`, as the trainer calls
   it: each episode's keys and values are those the engine computed while playing it, and only
-  every turn's answer is read behind a crop of them;
-- searchgym: `batch_turn_answer_probabilities` alone, which reads each episode once into a
-  key/value cache and scores every turn's answer behind a crop of it;
+  every turn's answer is read behind its part of them, the turns of several episodes in one
+  forward;
+- searchgym: `batch_turn_answer_probabilities` alone, which first reads each episode once into
+  keys and values;
 - rows: every turn's context as its own row of `score_answers` (right-padded, batches of 8,
   longest first), the way it was computed before, which reads the episode's start once per turn.
 

@@ -11,11 +11,12 @@ behind the same ``generate(prompts, params)``:
   system prompt and instructions; a GRPO group's identical prompts) reuses the shared part's keys
   and values, which a causal model computes alike for both. An ended episode's cache is freed when
   its `PolicyAgent` starts the next one (`forget`). The cache belongs to one set of
-  weights: it is dropped on `reseed` (every trainer rollout starts with one) and whenever a
-  parameter's version counter moved since the last call (an optimizer step or
-  ``load_state_dict`` moves it; an in-place write through ``param.data`` does not, so call
-  `reseed` after one). Until then the trainer reads a played episode's keys and values back
-  (`cached_kv`) for its information gain, instead of running the episode through the model again.
+  weights: it is dropped whenever a parameter's version counter moved since the last call (an
+  optimizer step or ``load_state_dict`` moves it; an in-place write through ``param.data`` does
+  not, so call `drop_caches` after one), not on `reseed`, so that a trainer's refill rounds keep
+  the first round's episodes. Until then the trainer reads a played episode's keys and values
+  back (`cached_kv`) for its information gain, instead of running the episode through the model
+  again.
 - **Preallocated caches.** Rows are prefilled one by one (prefill is compute-bound on CPU, so
   batching it gains little and padding costs much) straight into a left-aligned batch buffer,
   then decoded together, each new key written in place (`buffer_cache`).
@@ -100,10 +101,6 @@ class CachedPolicy(HFPolicy):
         self.store = PrefixStore(cache_bytes)
         self._weights: tuple[int, ...] | None = None
 
-    def reseed(self, seed: int) -> None:
-        super().reseed(seed)
-        self.store.clear()
-
     def forget(self, ids: Sequence[int]) -> None:
         """The episode whose token stream is ``ids`` has ended: free its keys and values now
         (`PolicyAgent` calls this when it starts its next episode), instead of keeping them until
@@ -125,7 +122,8 @@ class CachedPolicy(HFPolicy):
 
     def drop_caches(self) -> None:
         """Free the kept keys and values now, rather than at the next call after the weights
-        change (the trainer calls this before an update, whose activations need the memory)."""
+        change (the trainer calls this before an update, whose activations need the memory; call
+        it after writing weights in place through ``param.data``, which no version counter sees)."""
         self.store.clear()
 
     def _weights_now(self) -> tuple[int, ...]:

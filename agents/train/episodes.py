@@ -133,8 +133,8 @@ def play_step(
     gradient and are dropped, and further tasks (drawn by step and round, so a resumed run draws
     the same) are played in up to ``max_refill_rounds`` rounds until the step has as many
     informative groups as tasks; the first round already adds such tasks (``oversample``). The
-    CPU engine keeps the episodes' keys and values for the information gain: call `drop_caches`
-    before the update."""
+    CPU engine keeps the trained episodes' keys and values, across rounds, for the information
+    gain (the others' it frees at once): call `drop_caches` before the update."""
     tasks = step_tasks(train_tasks, step, cfg, accelerator)
     seed = step_seed(cfg, step, accelerator)
 
@@ -148,7 +148,7 @@ def play_step(
     groups = play_groups(policy, envs, first, cfg, seed)
     played, degenerate = len(groups), sum(map(is_degenerate, groups))
     if cfg.dynamic_sampling:
-        kept = [g for g in groups if not is_degenerate(g)]
+        kept = informative(policy, groups)
         for round_ in range(1, cfg.max_refill_rounds + 1):
             missing = len(tasks) - len(kept)
             if missing <= 0:
@@ -157,7 +157,8 @@ def play_step(
                 policy, envs[: missing * cfg.group_size], drawn(missing, round_), cfg, seed + round_ * 104_729
             )
             played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
-            kept += [g for g in more if not is_degenerate(g)]
+            kept += informative(policy, more)
+        forget(policy, kept[len(tasks) :])
         groups = kept[: len(tasks)] or groups  # none informative: learn nothing from the step's own
     metrics = {
         "rollout/degenerate_groups": degenerate / played,
@@ -165,6 +166,21 @@ def play_step(
         "rollout/groups_trained": float(len(groups)),
     }
     return groups, metrics
+
+
+def informative(policy: Any, groups: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """The groups whose rewards differ; what the policy kept of the others' episodes is freed."""
+    forget(policy, [g for g in groups if is_degenerate(g)])
+    return [g for g in groups if not is_degenerate(g)]
+
+
+def forget(policy: Any, groups: Sequence[Sequence[Any]]) -> None:
+    """Free what a policy kept of these groups' episodes (the CPU engine's keys and values),
+    which the step will not train on."""
+    if hasattr(policy, "forget"):
+        for group in groups:
+            for episode in group:
+                policy.forget(episode.trajectory.prompt_ids + episode.trajectory.ids)
 
 
 def drop_caches(policy: Any) -> None:
@@ -191,6 +207,11 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
     env = make_env(cfg, cfg.eval_split)
     tasks = list(env.unwrapped.tasks)[: cfg.eval_tasks]
     env.close()
+    if not tasks:
+        raise ConfigError(
+            f"nothing to evaluate: eval_tasks is {cfg.eval_tasks} and the {cfg.eval_split!r} split has "
+            f"{len(env.unwrapped.tasks)} tasks; set eval_tasks to 1 or more (0 skips the evaluations in `train`)"
+        )
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     mine = tasks[rank::world]
     params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0)

@@ -22,7 +22,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.policies.agent import Trajectory
-from searchgym.agents.policies.kv import KV
+from searchgym.agents.policies.kv import KV, buffer_cache, empty_buffers
 from searchgym.agents.train.scoring import model_device, right_pad, takes_logits_to_keep, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
@@ -144,60 +144,123 @@ def batch_turn_answer_probabilities(
     trajectories: Sequence[Trajectory],
     answers: Sequence[tuple[Sequence[int], Sequence[int]]],
     cached: CachedKV | None = None,
+    *,
+    batch_size: int = 16,
 ) -> list[list[float]]:
     """`turn_answer_probabilities` of every trajectory, ``answers[i]`` being trajectory i's
-    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them. ``cached(ids, n)`` may give
-    the keys and values of ``ids[:n]`` that ``model`` computed when it played them (the CPU
-    engine's `cached_kv`); where it does, an episode is not read again."""
+    ``(prefix_ids, answer_ids)`` as `answer_tokens` returns them.
+
+    A trajectory's turn contexts are prefixes of one another, so its longest is read once into
+    keys and values (or taken from ``cached(ids, n)``, the keys and values of ``ids[:n]`` that
+    ``model`` computed when it played them: the CPU engine's `cached_kv`). Each turn's answer
+    probe (the context's last token, the prefix and the answer) then reads behind that context's
+    part of them, ``batch_size`` probes of several trajectories in one forward: an episode costs
+    about one forward over its tokens, or a few tokens a turn with ``cached``."""
     if len(trajectories) != len(answers):
         raise ValueError(f"need one answer per trajectory, got {len(answers)} for {len(trajectories)}")
     for traj in trajectories:
         if len(traj.turn_starts) != len(traj.turn_ends):
             raise ValueError("the trajectory has no turn_starts; it was not recorded by PolicyAgent")
+    out: list[list[float]] = []
     with _scoring(model):
-        return [
-            [math.exp(lp) for lp in _turn_logprobs(model, traj, prefix, answer, cached)]
-            for traj, (prefix, answer) in zip(trajectories, answers)
-        ]
+        for chunk in _chunks(trajectories, batch_size):
+            probes, sizes = [], []
+            for i in chunk:
+                probes += _probes(model, trajectories[i], *answers[i], cached)
+                sizes.append(len(trajectories[i].turn_starts))
+            scores = _score_probes(model, probes).tolist() if probes else []
+            for n in sizes:
+                out.append([math.exp(lp) for lp in scores[:n]])
+                scores = scores[n:]
+    return out
 
 
-def _turn_logprobs(
+def _chunks(trajectories: Sequence[Trajectory], batch_size: int) -> Iterator[list[int]]:
+    """Indices of consecutive trajectories with about ``batch_size`` turns (probes) in all."""
+    chunk, turns = [], 0
+    for i, traj in enumerate(trajectories):
+        chunk.append(i)
+        turns += len(traj.turn_starts)
+        if turns >= batch_size:
+            yield chunk
+            chunk, turns = [], 0
+    if chunk:
+        yield chunk
+
+
+Probe = tuple[KV | None, int, list[int], int, Sequence[int]]
+"""``(keys and values, context length, query ids, prefix length, answer ids)``: one turn's
+answer, read behind the first ``context length`` positions of its episode's keys and values."""
+
+
+def _probes(
     model: Any, traj: Trajectory, prefix: Sequence[int], answer: Sequence[int], cached: CachedKV | None
-) -> list[float]:
-    """The answer's mean log-probability behind each turn's context. The contexts are prefixes of
-    one another, so the longest is read once into a key/value cache (or taken from ``cached``),
-    and each turn, latest first, crops the cache to its context and reads only its last token,
-    the prefix and the answer: an episode costs about one forward over its tokens instead of
-    one per turn, or a few tokens a turn with ``cached``."""
+) -> list[Probe]:
+    """The answer probes of a trajectory's turns, sharing the keys and values of its longest
+    context but for that context's last token, which each probe reads."""
     if not answer:
         raise ValueError("the answer has no tokens")
     tokens = traj.prompt_ids + traj.ids
     cuts = [len(traj.prompt_ids) + s for s in traj.turn_starts]
     if min(cuts, default=1) < 1:
         raise ValueError("the first answer token needs a context to follow: the prompt is empty")
-    cache = DynamicCache()
-    if cuts and max(cuts) > 1:
-        kept = cached(tokens, max(cuts) - 1) if cached is not None else None
-        if kept is None:
-            _last_logits(model, tokens[: max(cuts) - 1], cache, 1)
-        for layer, (keys, values) in enumerate(kept or []):
-            cache.update(keys[None], values[None], layer)
-    scores = {}
-    for cut in sorted(set(cuts), reverse=True):
-        cache.crop(cut - 1 - cache.get_seq_length())  # a negative count: drop what came after
-        logits = _last_logits(model, [tokens[cut - 1], *prefix, *answer], cache, len(answer) + 1)
-        target = torch.tensor(answer, device=logits.device)
-        # position j of the kept logits predicts the answer's token j; the last predicts nothing
-        scores[cut] = float(-torch.nn.functional.cross_entropy(logits[:-1].float(), target))
-    return [scores[cut] for cut in cuts]
+    longest = max(cuts, default=1) - 1
+    kv = None
+    if longest:
+        kv = cached(tokens, longest) if cached is not None else None
+        if kv is None:
+            cache = DynamicCache()
+            inputs = {"input_ids": torch.tensor([tokens[:longest]], device=model_device(model))}
+            model(**inputs, past_key_values=cache, use_cache=True, **_keep_last(model))
+            kv = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+    return [(kv, cut - 1, [tokens[cut - 1], *prefix, *answer], len(prefix), answer) for cut in cuts]
 
 
-def _last_logits(model: Any, ids: Sequence[int], cache: DynamicCache, keep: int) -> torch.Tensor:
-    """The logits of the last ``keep`` of ``ids`` read behind ``cache`` (which they extend)."""
-    inputs = {"input_ids": torch.tensor([list(ids)], device=model_device(model)), "past_key_values": cache}
+def _keep_last(model: Any) -> dict[str, int]:
+    return {"logits_to_keep": 1} if takes_logits_to_keep(model) else {}
+
+
+def _score_probes(model: Any, probes: Sequence[Probe]) -> torch.Tensor:
+    """The mean log-probability of each probe's answer, all probes in one forward: their contexts'
+    keys and values left-padded into one buffer, their queries right-padded behind it."""
+    device = model_device(model)
+    width = max(length for _, length, *_ in probes)
+    span = max(len(query) for _, _, query, *_ in probes)
+    n = len(probes)
+    buffers = empty_buffers(model, n, width + span, next(model.parameters()).dtype, device)
+    ids = torch.zeros(n, span, dtype=torch.long)
+    attention = torch.zeros(n, width + span, dtype=torch.long)
+    positions = torch.zeros(n, span, dtype=torch.long)
+    keep = torch.zeros(n, span, dtype=torch.bool)
+    targets = []
+    for r, (kv, length, query, prefix_length, answer) in enumerate(probes):
+        for (k, v), (kept_k, kept_v) in zip(buffers, kv if length else []):
+            k[r, :, width - length : width] = kept_k[:, :length]
+            v[r, :, width - length : width] = kept_v[:, :length]
+        ids[r, : len(query)] = torch.tensor(query)
+        attention[r, width - length : width + len(query)] = 1
+        positions[r] = torch.arange(length, length + span)
+        keep[r, prefix_length : prefix_length + len(answer)] = True  # each predicts the next token
+        targets += answer
+    inputs = {
+        "input_ids": ids.to(device),
+        "attention_mask": attention.to(device),
+        "position_ids": positions.to(device),
+        "past_key_values": buffer_cache(buffers, width),
+        "use_cache": True,
+    }
+    keep = keep.to(device)
     if takes_logits_to_keep(model):
-        return model(**inputs, use_cache=True, logits_to_keep=keep).logits[0]
-    return model(**inputs, use_cache=True).logits[0, -keep:]
+        logits = model(**inputs, logits_to_keep=keep).logits
+        logits = logits.reshape(-1, logits.shape[-1])
+    else:
+        logits = model(**inputs).logits[keep]
+    per_token = -torch.nn.functional.cross_entropy(
+        logits.float(), torch.tensor(targets, device=device), reduction="none"
+    )
+    counts = keep.sum(1)
+    rows_of = torch.repeat_interleave(torch.arange(n, device=device), counts)
+    return (torch.zeros(n, device=device).index_add_(0, rows_of, per_token) / counts).cpu()
 
 
 def information_gain(probabilities: Sequence[float]) -> list[float]:

@@ -228,14 +228,23 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
 
     def play_groups(policy, envs, tasks, cfg, seed):
         played.append([t for t in tasks])
-        return [[SimpleNamespace(total_reward=r) for r in next(script)] for _ in tasks]
+        return [
+            [
+                SimpleNamespace(total_reward=r, trajectory=SimpleNamespace(prompt_ids=[t], ids=[r]))
+                for r in next(script)
+            ]
+            for t in tasks
+        ]
 
     monkeypatch.setattr(episodes, "play_groups", play_groups)
     accelerator = SimpleNamespace(process_index=0, num_processes=1)
     cfg = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, max_refill_rounds=2)
     tasks = list(range(10))
-    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, cfg, accelerator)
+    forgotten = []  # the CPU engine frees the kept streams of the groups the step drops
+    engine = SimpleNamespace(forget=forgotten.append)
+    groups, metrics = episodes.play_step(engine, [None] * 4, tasks, 3, cfg, accelerator)
     assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
+    assert forgotten == [[played[0][0], 1.0]] * 2 + [[played[1][0], 0.0]] * 2  # both degenerate groups
     assert metrics == {"rollout/degenerate_groups": 0.5, "rollout/groups_played": 4.0,
                        "rollout/groups_trained": 2.0}  # fmt: skip
     assert [len(t) for t in played] == [2, 1, 1]  # one refill per round while a group was missing
@@ -353,6 +362,8 @@ def test_the_cpu_engines_caches_serve_the_information_gain_then_are_freed(
     policy.generate = counting
     train_episodes.evaluate(dataclasses.replace(cfg, eval_tasks=2), policy)
     assert max(seen) > 0 and policy.store.entries == []
+    with pytest.raises(ConfigError, match="nothing to evaluate: eval_tasks is 0"):
+        train_episodes.evaluate(cfg, policy)
 
 
 def test_the_warm_start_steps_in_micro_batches_of_the_update(tiny_llama_dir, tmp_path, monkeypatch):

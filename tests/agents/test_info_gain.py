@@ -138,6 +138,8 @@ def test_turn_probabilities_score_the_context_before_each_turn(model, tokenizer)
     both = batch_turn_answer_probabilities(model, [traj, traj], [(prefix, answer), other])
     assert both[0] == pytest.approx(probabilities, rel=1e-4) and len(both[1]) == 4
     assert both[1] == pytest.approx(turn_answer_probabilities(model, traj, other[1], other[0]), rel=1e-4)
+    one_by_one = batch_turn_answer_probabilities(model, [traj, traj], [(prefix, answer), other], batch_size=1)
+    assert one_by_one == [pytest.approx(p, rel=1e-4) for p in both]  # padding changes nothing
 
 
 def test_trajectories_without_turn_starts_are_refused(model):
