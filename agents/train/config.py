@@ -110,6 +110,10 @@ class GRPOConfig:
     common divisor with ``warm_start_batch_size``, so that SFT steps are unchanged); gradients
     accumulate over the step's whole batch. The activations of 4 two-hop episodes took the main
     job to 10 GB in float32; 2 keep it lower (see configs/quickstart.yaml)."""
+    share_prompts: bool = True
+    """The update reads the prompt a group's episodes share once, not once per episode: its keys
+    and values serve every episode's forward, and the gradient they collect flows back through
+    it once (single-process runs without a KL reference; elsewhere every episode is read whole)."""
     trainable_layers: int = 0
     """GRPO updates only the last this many decoder blocks and the final norm; the embeddings
     and the blocks below stay as the warm start left them (0: every parameter). Backward stops

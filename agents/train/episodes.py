@@ -210,7 +210,7 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
     if not tasks:
         raise ConfigError(
             f"nothing to evaluate: eval_tasks is {cfg.eval_tasks} and the {cfg.eval_split!r} split has "
-            f"{len(env.unwrapped.tasks)} tasks; set eval_tasks to 1 or more (0 skips the evaluations in `train`)"
+            f"{len(env.unwrapped.tasks)} tasks; set eval_tasks to 1 or more (0 skips `train`'s evaluations)"
         )
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
     mine = tasks[rank::world]

@@ -34,6 +34,7 @@ from searchgym.agents.train.advantages import (
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.loss import LossNorm, Sample, collate, policy_loss, token_logprobs
 from searchgym.agents.train.metrics_log import MetricsLog, save_step_episodes
+from searchgym.agents.train.shared_prompt import SharedPrompt, by_prompt
 from searchgym.envs.contract import check_trainable_env
 from searchgym.errors import ConfigError
 from searchgym.run_dir import claim_run_dir
@@ -311,35 +312,46 @@ def update(
     wrapped.train()
     optimizer.zero_grad(set_to_none=True)
     sums = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "entropy": 0.0}
-    chunks = [samples[i : i + cfg.micro_batch_size] for i in range(0, len(samples), cfg.micro_batch_size)]
-    for n, chunk in enumerate(chunks):
-        batch = {k: v.to(accelerator.device) for k, v in collate(chunk, pad_id).items()}
-        sync = contextlib.nullcontext() if n == len(chunks) - 1 else accelerator.no_sync(wrapped)
-        with sync, accelerator.autocast():
-            inputs = (wrapped, batch["input_ids"], batch["attention_mask"], batch["mask"], cfg.temperature)
-            logp, entropy = token_logprobs(*inputs, with_entropy=True)
-            ref_logp = None
-            if ref_model is not None:
-                with torch.no_grad():
-                    ref_logp, _ = token_logprobs(ref_model, *inputs[1:])
-            loss, stats = policy_loss(
-                logp,
-                batch["old_logprobs"],
-                batch["advantages"],
-                batch["mask"],
-                norm=norm,
-                aggregation=cfg.loss_aggregation,
-                clip_low=cfg.clip_low,
-                clip_high=cfg.clip_high,
-                ref_logp=ref_logp,
-                kl_coef=cfg.kl_coef,
-            )
-            # DDP averages gradients over processes; the norm already covers all of them
-            accelerator.backward(loss * accelerator.num_processes)
-        sums["loss"] += float(loss.detach())
-        sums["entropy"] += float(entropy)
-        for key, value in stats.items():
-            sums[key] += value
+    share = cfg.share_prompts and ref_model is None and accelerator.num_processes == 1
+    parts = by_prompt(samples) if share else [((), list(samples))]
+    for prompt, part in parts:
+        shared = SharedPrompt(wrapped, prompt, accelerator) if prompt else None
+        for start in range(0, len(part), cfg.micro_batch_size):
+            chunk = part[start : start + cfg.micro_batch_size]
+            batch = {k: v.to(accelerator.device) for k, v in collate(chunk, pad_id).items()}
+            last = part is parts[-1][1] and start + len(chunk) == len(part)
+            sync = contextlib.nullcontext() if last else accelerator.no_sync(wrapped)
+            with sync, accelerator.autocast():
+                attention, extra = batch["attention_mask"], {}
+                if shared is not None:
+                    attention = torch.cat([attention.new_ones(len(chunk), len(prompt)), attention], 1)
+                    extra = {"past_key_values": shared.cache(len(chunk))}
+                inputs = (wrapped, batch["input_ids"], attention, batch["mask"], cfg.temperature)
+                logp, entropy = token_logprobs(*inputs, with_entropy=True, **extra)
+                ref_logp = None
+                if ref_model is not None:
+                    with torch.no_grad():
+                        ref_logp, _ = token_logprobs(ref_model, *inputs[1:])
+                loss, stats = policy_loss(
+                    logp,
+                    batch["old_logprobs"],
+                    batch["advantages"],
+                    batch["mask"],
+                    norm=norm,
+                    aggregation=cfg.loss_aggregation,
+                    clip_low=cfg.clip_low,
+                    clip_high=cfg.clip_high,
+                    ref_logp=ref_logp,
+                    kl_coef=cfg.kl_coef,
+                )
+                # DDP averages gradients over processes; the norm already covers all of them
+                accelerator.backward(loss * accelerator.num_processes)
+            sums["loss"] += float(loss.detach())
+            sums["entropy"] += float(entropy)
+            for key, value in stats.items():
+                sums[key] += value
+        if shared is not None:
+            shared.backward()
     grad_norm = float(accelerator.clip_grad_norm_(wrapped.parameters(), cfg.max_grad_norm))
     if not (math.isfinite(sums["loss"]) and math.isfinite(grad_norm)):
         optimizer.zero_grad(set_to_none=True)

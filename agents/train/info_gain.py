@@ -118,10 +118,14 @@ def _score_batch(model: Any, rows: Sequence[AnswerRow]) -> torch.Tensor:
         start = len(context) + len(prefix)
         targets.append([0] * start + [1] * len(answer))
     input_ids, attention, target_mask = right_pad(sequences, targets, device=model_device(model))
-    logprobs = token_logprobs(model, input_ids, attention, target_mask)
+    return _row_means(token_logprobs(model, input_ids, attention, target_mask), target_mask)
+
+
+def _row_means(logprobs: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
+    """Each row's mean of ``logprobs``, the flattened values at ``target_mask``, as float32 on CPU."""
     counts = target_mask.sum(1)
-    rows_of = torch.repeat_interleave(torch.arange(len(rows), device=counts.device), counts)
-    sums = torch.zeros(len(rows), device=logprobs.device).index_add_(0, rows_of, logprobs)
+    rows_of = torch.repeat_interleave(torch.arange(len(target_mask), device=counts.device), counts)
+    sums = torch.zeros(len(target_mask), device=logprobs.device).index_add_(0, rows_of, logprobs)
     return (sums / counts).float().cpu()
 
 
@@ -231,8 +235,7 @@ def _score_probes(model: Any, probes: Sequence[Probe]) -> torch.Tensor:
     ids = torch.zeros(n, span, dtype=torch.long)
     attention = torch.zeros(n, width + span, dtype=torch.long)
     positions = torch.zeros(n, span, dtype=torch.long)
-    keep = torch.zeros(n, span, dtype=torch.bool)
-    targets = []
+    target = torch.zeros(n, span, dtype=torch.bool)
     for r, (kv, length, query, prefix_length, answer) in enumerate(probes):
         for (k, v), (kept_k, kept_v) in zip(buffers, kv if length else []):
             k[r, :, width - length : width] = kept_k[:, :length]
@@ -240,27 +243,13 @@ def _score_probes(model: Any, probes: Sequence[Probe]) -> torch.Tensor:
         ids[r, : len(query)] = torch.tensor(query)
         attention[r, width - length : width + len(query)] = 1
         positions[r] = torch.arange(length, length + span)
-        keep[r, prefix_length : prefix_length + len(answer)] = True  # each predicts the next token
-        targets += answer
-    inputs = {
-        "input_ids": ids.to(device),
-        "attention_mask": attention.to(device),
-        "position_ids": positions.to(device),
-        "past_key_values": buffer_cache(buffers, width),
-        "use_cache": True,
-    }
-    keep = keep.to(device)
-    if takes_logits_to_keep(model):
-        logits = model(**inputs, logits_to_keep=keep).logits
-        logits = logits.reshape(-1, logits.shape[-1])
-    else:
-        logits = model(**inputs).logits[keep]
-    per_token = -torch.nn.functional.cross_entropy(
-        logits.float(), torch.tensor(targets, device=device), reduction="none"
+        target[r, 1 + prefix_length : 1 + prefix_length + len(answer)] = True
+    cache = buffer_cache(buffers, width)
+    ids, attention, target, positions = (t.to(device) for t in (ids, attention, target, positions))
+    logprobs = token_logprobs(
+        model, ids, attention, target, position_ids=positions, past_key_values=cache, use_cache=True
     )
-    counts = keep.sum(1)
-    rows_of = torch.repeat_interleave(torch.arange(n, device=device), counts)
-    return (torch.zeros(n, device=device).index_add_(0, rows_of, per_token) / counts).cpu()
+    return _row_means(logprobs, target)
 
 
 def information_gain(probabilities: Sequence[float]) -> list[float]:

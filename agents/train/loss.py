@@ -140,6 +140,7 @@ def token_logprobs(
     temperature: float = 1.0,
     *,
     with_entropy: bool = False,
+    **model_kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B, L - 1] of each next token under ``softmax(logits / temperature)`` where
     ``mask`` [B, L - 1] is 1 (0 elsewhere), and with ``with_entropy`` the summed entropy of those
@@ -147,11 +148,12 @@ def token_logprobs(
     takes ``logits_to_keep`` (transformers models do): a vocabulary-sized row per policy token,
     none for the prompt and observations. Those logits are the only vocabulary-sized tensor kept
     for the backward pass: the float32 log-softmax runs over chunks of ``LOGIT_CHUNK`` rows and is
-    recomputed in the backward pass (`_chunk_logprobs`)."""
+    recomputed in the backward pass (`_chunk_logprobs`). ``model_kwargs`` (``past_key_values``, with
+    ``attention_mask`` covering it too) go to the model."""
     picked = mask.bool()
     targets = torch.zeros_like(input_ids, dtype=torch.bool)
     targets[:, 1:] = picked
-    logits = target_logits(model, input_ids, attention_mask, targets, float32=False)
+    logits = target_logits(model, input_ids, attention_mask, targets, float32=False, **model_kwargs)
     chosen = input_ids[targets]
     parts, entropy = [], torch.zeros((), device=logits.device)
     for start in range(0, len(chosen), LOGIT_CHUNK):

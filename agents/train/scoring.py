@@ -34,30 +34,36 @@ def target_logits(
     target_mask: torch.Tensor,
     *,
     float32: bool = True,
+    **model_kwargs: Any,
 ) -> torch.Tensor:
     """The logits [N, V] that predict ``input_ids[target_mask]`` (N tokens, row-major), each from
     the tokens before it, in float32 (or, with ``float32`` False, the model's output dtype). Where
     the model takes a boolean ``logits_to_keep`` (transformers models do), only those N rows of
     vocabulary logits are ever computed, so prompts and observations cost no vocabulary-sized
-    activations."""
+    activations. ``model_kwargs`` (``past_key_values``, ``position_ids``) go to the model."""
     if target_mask[:, 0].any():
         raise ValueError("the first token of a row has nothing before it to be predicted from")
     predicting = torch.zeros_like(target_mask, dtype=torch.bool)
     predicting[:, :-1] = target_mask[:, 1:]
     if takes_logits_to_keep(model):
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=predicting).logits
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **model_kwargs}
+        logits = model(**inputs, logits_to_keep=predicting).logits
     else:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[predicting]
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, **model_kwargs).logits[predicting]
     logits = logits.reshape(-1, logits.shape[-1])
     return logits.float() if float32 else logits
 
 
 def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    target_mask: torch.Tensor,
+    **model_kwargs: Any,
 ) -> torch.Tensor:
     """``log π(input_ids[b, k] | input_ids[b, :k])`` for every ``(b, k)`` where ``target_mask`` is
-    set (k ≥ 1), flattened in row-major order, in float32."""
-    logits = target_logits(model, input_ids, attention_mask, target_mask)
+    set (k ≥ 1), flattened in row-major order, in float32 (`target_logits`' ``model_kwargs``)."""
+    logits = target_logits(model, input_ids, attention_mask, target_mask, **model_kwargs)
     return -torch.nn.functional.cross_entropy(logits, input_ids[target_mask.bool()], reduction="none")
 
 
