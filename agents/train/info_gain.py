@@ -23,7 +23,7 @@ from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.policies.agent import Trajectory
 from searchgym.agents.policies.kv import KV, buffer_cache, empty_buffers
-from searchgym.agents.train.scoring import model_device, right_pad, takes_logits_to_keep, token_logprobs
+from searchgym.agents.train.scoring import keep_last_logits, model_device, right_pad, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
@@ -215,13 +215,9 @@ def _probes(
         if kv is None:
             cache = DynamicCache()
             inputs = {"input_ids": torch.tensor([tokens[:longest]], device=model_device(model))}
-            model(**inputs, past_key_values=cache, use_cache=True, **_keep_last(model))
+            model(**inputs, past_key_values=cache, use_cache=True, **keep_last_logits(model))
             kv = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
     return [(kv, cut - 1, [tokens[cut - 1], *prefix, *answer], len(prefix), answer) for cut in cuts]
-
-
-def _keep_last(model: Any) -> dict[str, int]:
-    return {"logits_to_keep": 1} if takes_logits_to_keep(model) else {}
 
 
 def _score_probes(model: Any, probes: Sequence[Probe]) -> torch.Tensor:

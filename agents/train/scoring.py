@@ -72,5 +72,11 @@ def takes_logits_to_keep(model: Any) -> bool:
     return "logits_to_keep" in inspect.signature(getattr(model, "module", model).forward).parameters
 
 
+def keep_last_logits(model: Any) -> dict[str, int]:
+    """The keyword that has ``model`` compute the last position's logits only, where it takes one
+    (a forward run for its keys and values needs no vocabulary-sized output)."""
+    return {"logits_to_keep": 1} if takes_logits_to_keep(model) else {}
+
+
 def model_device(model: Any) -> torch.device:
     return next(model.parameters()).device

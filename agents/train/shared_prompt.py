@@ -5,7 +5,7 @@ third of a two-hop episode's tokens. `SharedPrompt` runs it through the model on
 gradient, and hands every episode's forward its keys and values as leaves of their own: each
 backward pass leaves the prompt's share of the gradient on those leaves, and `backward` sends
 their sum through the prompt's forward once. The gradient is the one a whole read of every
-episode gives (tests/agents/test_grpo_train.py checks it), for a forward and backward over the
+episode gives (tests/agents/test_shared_prompt.py checks it), for a forward and backward over the
 prompt instead of one per episode.
 """
 
@@ -18,7 +18,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.train.loss import Sample
-from searchgym.agents.train.scoring import takes_logits_to_keep
+from searchgym.agents.train.scoring import keep_last_logits
 
 
 def by_prompt(samples: Sequence[Sample]) -> list[tuple[tuple[int, ...], list[Sample]]]:
@@ -51,9 +51,12 @@ class SharedPrompt:
 
     def __init__(self, model: Any, prompt: Sequence[int], accelerator: Any) -> None:
         device = accelerator.device
-        keep = {"logits_to_keep": 1} if takes_logits_to_keep(model) else {}
         with accelerator.autocast():
-            out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True, **keep)
+            out = model(
+                input_ids=torch.tensor([list(prompt)], device=device),
+                use_cache=True,
+                **keep_last_logits(model),
+            )
         self.outputs = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         self.leaves = [
             tuple(t.detach().requires_grad_(t.requires_grad) for t in pair) for pair in self.outputs
