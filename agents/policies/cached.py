@@ -24,8 +24,10 @@ behind the same ``generate(prompts, params)``:
   from the cache, so the rest decode a smaller batch.
 
 ``rollout_dtype`` (e.g. ``"bfloat16"``; ``"auto"``: bfloat16 where the device computes it
-natively, else none) generates with a copy of the model in that dtype, refreshed whenever the
-weights change; ``policy.model`` itself, the one the trainer updates, keeps ``dtype``. Greedy
+natively, else none; ``"int8"``: the decoder blocks' linear layers in int8 on CPU, see
+`agents/policies/int8.py`) generates with a copy of the model in that dtype, refreshed whenever the
+weights change; ``policy.model`` itself, the one the trainer updates, keeps ``dtype``. The
+trainer's importance ratios then compare the updated model with the copy that sampled. Greedy
 decoding, stop strings, end-of-sequence handling and the recorded log-probs (of each sampled
 token under ``softmax(logits / temperature)``) follow `HFPolicy`.
 """
@@ -39,7 +41,16 @@ import torch
 
 from searchgym.agents.policies.base import Completion, SamplingParams, check_token_prompts
 from searchgym.agents.policies.hf import HFPolicy
-from searchgym.agents.policies.kv import KV, Entry, PrefixStore, buffer_cache, empty_buffers, shared_prefix
+from searchgym.agents.policies.int8 import int8_copy
+from searchgym.agents.policies.kv import (
+    KV,
+    Entry,
+    PrefixStore,
+    buffer_cache,
+    empty_buffers,
+    shared_prefix,
+    with_cache,
+)
 from searchgym.agents.policies.models import DEFAULT_MODEL
 from searchgym.errors import ConfigError
 
@@ -58,14 +69,19 @@ def native_bf16(device: torch.device) -> bool:
     return torch.cuda.is_bf16_supported() if device.type == "cuda" else bf16_supported()
 
 
-def _dtype(name: str | torch.dtype | None, device: torch.device) -> torch.dtype | None:
-    """``rollout_dtype`` as a dtype; ``"auto"``: bfloat16 where ``device`` computes it natively."""
+def _dtype(name: str | torch.dtype | None, device: torch.device) -> torch.dtype | str | None:
+    """``rollout_dtype`` as a dtype or ``"int8"``; ``"auto"``: bfloat16 where ``device`` computes
+    it natively."""
     if name == "auto":
         return torch.bfloat16 if native_bf16(device) else None
+    if name == "int8":
+        if device.type != "cpu":
+            raise ConfigError("rollout_dtype: int8 runs on CPU only; on a GPU use bfloat16 (or vLLM)")
+        return name
     if isinstance(name, str):
         if not isinstance(getattr(torch, name, None), torch.dtype):
             raise ConfigError(
-                f"rollout_dtype must be a torch dtype such as 'bfloat16', or 'auto'; got {name!r}"
+                f"rollout_dtype must be a torch dtype such as 'bfloat16', 'int8' or 'auto'; got {name!r}"
             )
         return getattr(torch, name)
     return name
@@ -94,12 +110,14 @@ class CachedPolicy(HFPolicy):
             seed=seed,
             show_progress=show_progress,
         )
-        rollout_dtype = _dtype(rollout_dtype, self.device)
+        self._rollout_dtype = _dtype(rollout_dtype, self.device)
         self._copy = None
-        if rollout_dtype is not None and rollout_dtype != self.model.dtype:
-            self._copy = copy.deepcopy(self.model).to(rollout_dtype).eval().requires_grad_(False)
+        if self._rollout_dtype == "int8":
+            self._copy = int8_copy(self.model)
+        elif self._rollout_dtype is not None and self._rollout_dtype != self.model.dtype:
+            self._copy = copy.deepcopy(self.model).to(self._rollout_dtype).eval().requires_grad_(False)
         self.store = PrefixStore(cache_bytes)
-        self._weights: tuple[int, ...] | None = None
+        self._weights: tuple[int, ...] | None = self._weights_now()  # those the copy was made from
 
     def forget(self, ids: Sequence[int]) -> None:
         """The episode whose token stream is ``ids`` has ended: free its keys and values now
@@ -123,8 +141,10 @@ class CachedPolicy(HFPolicy):
     def drop_caches(self) -> None:
         """Free the kept keys and values now, rather than at the next call after the weights
         change (the trainer calls this before an update, whose activations need the memory; call
-        it after writing weights in place through ``param.data``, which no version counter sees)."""
+        it after writing weights in place through ``param.data``, which no version counter sees:
+        the rollout copy, if any, is then refreshed at the next call too)."""
         self.store.clear()
+        self._weights = None
 
     def _weights_now(self) -> tuple[int, ...]:
         """The parameters' version counters: any optimizer step or ``load_state_dict`` moves one."""
@@ -136,7 +156,9 @@ class CachedPolicy(HFPolicy):
         weights = self._weights_now()
         if weights != self._weights:
             self.store.clear()
-            if self._copy is not None:
+            if self._rollout_dtype == "int8":
+                self._copy = int8_copy(self.model)  # quantized anew from the new weights
+            elif self._copy is not None:
                 with torch.no_grad():
                     self._copy.load_state_dict(self.model.state_dict())
             self._weights = weights  # copying out of the model leaves its versions as they were
@@ -198,8 +220,8 @@ class CachedPolicy(HFPolicy):
                 input_ids=tokens[:, None],
                 attention_mask=attention[:, : width + step + 1],
                 position_ids=positions[:, None],
-                past_key_values=cache,
                 use_cache=True,
+                **with_cache(model, cache),
             )
             positions = positions + 1
             next_logits = out.logits[:, -1]
@@ -219,8 +241,8 @@ class CachedPolicy(HFPolicy):
                 k[0, :, :reused] = ek[:, :reused]
                 v[0, :, :reused] = ev[:, :reused]
         rest = torch.tensor([prompt[reused:]], device=self.device)
-        cache = buffer_cache(row, reused)
-        return model(input_ids=rest, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        cache = with_cache(model, buffer_cache(row, reused))
+        return model(input_ids=rest, use_cache=True, logits_to_keep=1, **cache).logits[:, -1]
 
     def _choose(self, logits: torch.Tensor, params: SamplingParams, generator) -> tuple[torch.Tensor, ...]:
         """The next token of every row and its log-prob under ``softmax(logits / temperature)``;

@@ -8,6 +8,7 @@ decoding step copies the whole cache (a third of a step on CPU). `buffer_cache` 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,20 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer, keys and values ``[kv_heads, length, head_dim]`` of one row."""
+
+
+def with_cache(model, cache: Cache) -> dict[str, Cache]:
+    """The keyword argument that hands ``model``'s forward ``cache``: transformers 5.24 renamed
+    ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40); earlier versions and
+    models not yet renamed take ``past_key_values``."""
+    forward = getattr(model, "module", model).forward  # the module a DDP wrapper holds
+    return {"cache" if "cache" in inspect.signature(forward).parameters else "past_key_values": cache}
+
+
+def returned_cache(output) -> Cache:
+    """The cache a forward returned, under either of its names (see `with_cache`)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
 class _BufferLayer(DynamicLayer):

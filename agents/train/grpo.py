@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from searchgym.agents.policies.kv import with_cache
 from searchgym.agents.train import episodes
 from searchgym.agents.train.advantages import (
     degenerate_groups,
@@ -325,7 +326,7 @@ def update(
                 attention, extra = batch["attention_mask"], {}
                 if shared is not None:
                     attention = torch.cat([attention.new_ones(len(chunk), len(prompt)), attention], 1)
-                    extra = {"past_key_values": shared.cache(len(chunk))}
+                    extra = with_cache(wrapped, shared.cache(len(chunk)))
                 inputs = (wrapped, batch["input_ids"], attention, batch["mask"], cfg.temperature)
                 logp, entropy = token_logprobs(*inputs, with_entropy=True, **extra)
                 ref_logp = None

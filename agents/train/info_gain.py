@@ -22,7 +22,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.policies.agent import Trajectory
-from searchgym.agents.policies.kv import KV, buffer_cache, empty_buffers
+from searchgym.agents.policies.kv import KV, buffer_cache, empty_buffers, with_cache
 from searchgym.agents.train.scoring import keep_last_logits, model_device, right_pad, token_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
@@ -215,7 +215,7 @@ def _probes(
         if kv is None:
             cache = DynamicCache()
             inputs = {"input_ids": torch.tensor([tokens[:longest]], device=model_device(model))}
-            model(**inputs, past_key_values=cache, use_cache=True, **keep_last_logits(model))
+            model(**inputs, use_cache=True, **with_cache(model, cache), **keep_last_logits(model))
             kv = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
     return [(kv, cut - 1, [tokens[cut - 1], *prefix, *answer], len(prefix), answer) for cut in cuts]
 
@@ -243,7 +243,7 @@ def _score_probes(model: Any, probes: Sequence[Probe]) -> torch.Tensor:
     cache = buffer_cache(buffers, width)
     ids, attention, target, positions = (t.to(device) for t in (ids, attention, target, positions))
     logprobs = token_logprobs(
-        model, ids, attention, target, position_ids=positions, past_key_values=cache, use_cache=True
+        model, ids, attention, target, position_ids=positions, use_cache=True, **with_cache(model, cache)
     )
     return _row_means(logprobs, target)
 

@@ -148,7 +148,7 @@ def token_logprobs(
     takes ``logits_to_keep`` (transformers models do): a vocabulary-sized row per policy token,
     none for the prompt and observations. Those logits are the only vocabulary-sized tensor kept
     for the backward pass: the float32 log-softmax runs over chunks of ``LOGIT_CHUNK`` rows and is
-    recomputed in the backward pass (`_chunk_logprobs`). ``model_kwargs`` (``past_key_values``, with
+    recomputed in the backward pass (`_chunk_logprobs`). ``model_kwargs`` (a cache, with
     ``attention_mask`` covering it too) go to the model."""
     picked = mask.bool()
     targets = torch.zeros_like(input_ids, dtype=torch.bool)

@@ -40,7 +40,7 @@ def target_logits(
     the tokens before it, in float32 (or, with ``float32`` False, the model's output dtype). Where
     the model takes a boolean ``logits_to_keep`` (transformers models do), only those N rows of
     vocabulary logits are ever computed, so prompts and observations cost no vocabulary-sized
-    activations. ``model_kwargs`` (``past_key_values``, ``position_ids``) go to the model."""
+    activations. ``model_kwargs`` (a cache, ``position_ids``) go to the model."""
     if target_mask[:, 0].any():
         raise ValueError("the first token of a row has nothing before it to be predicted from")
     predicting = torch.zeros_like(target_mask, dtype=torch.bool)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
+from searchgym.agents.policies.kv import returned_cache
 from searchgym.agents.train.loss import Sample
 from searchgym.agents.train.scoring import keep_last_logits
 
@@ -57,7 +58,7 @@ class SharedPrompt:
                 use_cache=True,
                 **keep_last_logits(model),
             )
-        self.outputs = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        self.outputs = [(layer.keys, layer.values) for layer in returned_cache(out).layers]
         self.leaves = [
             tuple(t.detach().requires_grad_(t.requires_grad) for t in pair) for pair in self.outputs
         ]

@@ -4,9 +4,11 @@ import pytest
 import torch
 from test_hf_policy import CONVERSATIONS
 
+from searchgym.agents.policies import cached
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.policies.cached import CachedPolicy
 from searchgym.agents.policies.hf import HFPolicy
+from searchgym.agents.policies.kv import with_cache
 from searchgym.errors import ConfigError
 
 
@@ -105,8 +107,9 @@ def test_identical_prompts_are_prefilled_once_and_decode_alike(fast):
     assert all(c.token_ids == done[0].token_ids for c in done)
 
 
-def test_a_weight_update_between_calls_is_honoured(tiny_llama_dir):
-    fast = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="bfloat16")
+@pytest.mark.parametrize("rollout_dtype", ["bfloat16", "int8"])
+def test_a_weight_update_between_calls_is_honoured(tiny_llama_dir, rollout_dtype):
+    fast = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype=rollout_dtype)
     params = SamplingParams(max_new_tokens=6, temperature=0.0)
     prompt = prompts_of(fast)[0]
     first = fast.generate([prompt], params)[0]
@@ -115,10 +118,32 @@ def test_a_weight_update_between_calls_is_honoured(tiny_llama_dir):
     fast.model(ids, labels=ids).loss.neg().backward()  # make the greedy continuation less likely
     optimizer.step()
     again = prompt + first.token_ids[:3]  # extends the cached stream: its cache must not be reused
-    fresh = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="bfloat16")
+    fresh = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype=rollout_dtype)
     fresh.model.load_state_dict(fast.model.state_dict())
     assert_same(fast.generate([again], params), fresh.generate([again], params))
     assert fast.generate([prompt], params)[0].token_ids != first.token_ids
+    with torch.no_grad():  # a write no version counter sees, announced by drop_caches
+        for p, q in zip(fast.model.parameters(), fresh.model.parameters()):
+            p.data.mul_(0.5)
+            q.mul_(0.5)
+    fast.drop_caches()
+    assert_same(fast.generate([again], params), fresh.generate([again], params))
+
+
+def test_int8_samples_from_a_copy_with_int8_blocks_and_a_float_model(tiny_llama_dir):
+    """``rollout_dtype: int8``: the decoder blocks' linear layers but the MLPs' down projections
+    compute in int8 in the copy that samples; the model the trainer updates stays float32."""
+    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="int8")
+    quantized = {
+        n for n, m in policy._copy.named_modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)
+    }
+    linear = {n for n, m in policy.model.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert quantized == {n for n in linear if ".layers." in n and not n.endswith("down_proj")}
+    assert all(p.dtype == torch.float32 for p in policy.model.parameters())
+    completion = policy.generate(prompts_of(policy)[:1], SamplingParams(max_new_tokens=6, temperature=1.0))[0]
+    assert len(completion.token_ids) == len(completion.logprobs) > 0
+    with pytest.raises(ConfigError, match="int8 runs on CPU only"):
+        cached._dtype("int8", torch.device("cuda"))
 
 
 def test_backends_load_with_their_registered_arguments(tiny_llama_dir, tmp_path):
@@ -143,13 +168,11 @@ def test_auto_samples_in_bfloat16_only_where_the_cpu_computes_it_natively(
 ):
     """``rollout_dtype: auto`` (the quickstart's): a bfloat16 copy on a CPU with AVX512-BF16 or
     AMX; elsewhere, where bfloat16 is emulated and slower than float32, the float32 model."""
-    from searchgym.agents.policies import cached
-
     monkeypatch.setattr(cached, "bf16_supported", lambda: native)
     policy = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="auto")
     assert (policy._copy is not None and policy._copy.dtype == torch.bfloat16) == native
     with pytest.raises(
-        ConfigError, match="rollout_dtype must be a torch dtype such as 'bfloat16', or 'auto'"
+        ConfigError, match="rollout_dtype must be a torch dtype such as 'bfloat16', 'int8' or 'auto'"
     ):
         CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="bf16")
 
@@ -210,3 +233,16 @@ def test_a_prompt_reuses_what_it_shares_with_other_streams(fast):
     assert [c.token_ids for c in both] == [first[0].token_ids, second[0].token_ids]
     fast.store.clear()
     assert fast.generate(prompts[1:2], params)[0].token_ids == second[0].token_ids
+
+
+def test_a_model_not_yet_renamed_gets_its_cache_as_past_key_values():
+    class Renamed(torch.nn.Module):
+        def forward(self, input_ids, cache=None): ...
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None): ...
+
+    wrapper = torch.nn.Module()
+    wrapper.module = Old()  # as DDP holds it
+    assert with_cache(Renamed(), "c") == {"cache": "c"}
+    assert with_cache(Old(), "c") == with_cache(wrapper, "c") == {"past_key_values": "c"}
