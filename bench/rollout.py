@@ -3,12 +3,14 @@
 
     python bench/rollout.py --threads 1 --batch 8            # SmolLM2-135M, 3 turns, greedy
     python bench/rollout.py --batch 16 --rollout-dtype float32 --repeats 3
+    python bench/rollout.py --batch 16 --rollout-dtype int8   # int8 linear layers (CPU only)
 
 Both policies play the same ``--batch`` episodes of the generated world side by side with
 `PolicyAgent` (one batched generate call per turn, stop strings, log-probs recorded, BM25, the
 observation tokens appended); the runs alternate, ``--repeats`` times, so that load from other
 processes hits both alike, and the ratio of each pair is printed. Greedy by default: in float32
-both engines then produce the same token streams, so the ratio compares equal work.
+both engines then produce the same token streams, so the ratio compares equal work (with int8
+weights the streams differ a little, so the engine's tokens/s is its own streams').
 
 The limit: every token of every stream passes through the model once (prefill at the measured
 matmul FLOP/s, 2 x params per token), and every decoding step reads the weights once (at the
@@ -158,8 +160,11 @@ def main() -> None:
     same = [e.trajectory.ids for e in runs["engine"][1]] == [e.trajectory.ids for e in runs["hf"][1]]
     n_params = sum(p.numel() for p in hf.model.parameters())
     limits = machine_limits(args.threads)
-    engine_dtype = getattr(torch, rollout_dtype)
-    limit = generated(runs["engine"][0]) / limit_seconds(*runs["engine"], n_params, engine_dtype, limits)
+    # int8 weights: the float32 limit, which the int8 copy's down projections and head still are
+    limit_dtype = "float32" if rollout_dtype == "int8" else rollout_dtype
+    limit = generated(runs["engine"][0]) / limit_seconds(
+        *runs["engine"], n_params, getattr(torch, limit_dtype), limits
+    )
     llama = llama_cpp_seconds(runs["hf"][0], args.threads)
 
     hf_rate = statistics.median(rates["hf"])
@@ -182,7 +187,7 @@ def main() -> None:
     else:
         rate = generated(runs["hf"][0]) / llama[0]
         print(f"{f'llama.cpp ({llama[1]}, batch 1)':>32}{rate:>10.1f}{rate / hf_rate:>8.2f}")
-    print(f"{'physical limit (' + rollout_dtype + ')':>32}{limit:>10.1f}{limit / hf_rate:>8.2f}")
+    print(f"{'physical limit (' + limit_dtype + ')':>32}{limit:>10.1f}{limit / hf_rate:>8.2f}")
     pairs = zip(rates["engine"], rates["hf"])
     print(f"ratios engine/hf per run: {' '.join(f'{e / h:.2f}' for e, h in pairs)}")
     print(f"token streams identical to hf: {same}; tokens generated {generated(runs['engine'][0])}")

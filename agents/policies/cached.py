@@ -34,8 +34,9 @@ token under ``softmax(logits / temperature)``) follow `HFPolicy`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -118,6 +119,24 @@ class CachedPolicy(HFPolicy):
             self._copy = copy.deepcopy(self.model).to(self._rollout_dtype).eval().requires_grad_(False)
         self.store = PrefixStore(cache_bytes)
         self._weights: tuple[int, ...] | None = self._weights_now()  # those the copy was made from
+        self._use_copy = True
+
+    @contextlib.contextmanager
+    def float_weights(self) -> Iterator[None]:
+        """Decode with float weights for the duration: ``policy.model`` in place of an int8 copy
+        (a bfloat16 copy stays), so that an evaluation measures the weights the trainer updates,
+        not their int8 approximation. The kept caches, which belong to one model, are dropped on
+        the way in and out."""
+        if self._rollout_dtype != "int8":
+            yield
+            return
+        self.store.clear()
+        self._use_copy = False
+        try:
+            yield
+        finally:
+            self.store.clear()
+            self._use_copy = True
 
     def forget(self, ids: Sequence[int]) -> None:
         """The episode whose token stream is ``ids`` has ended: free its keys and values now
@@ -162,7 +181,7 @@ class CachedPolicy(HFPolicy):
                 with torch.no_grad():
                     self._copy.load_state_dict(self.model.state_dict())
             self._weights = weights  # copying out of the model leaves its versions as they were
-        return self._copy if self._copy is not None else self.model
+        return self._copy if self._copy is not None and self._use_copy else self.model
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         check_token_prompts(prompts)

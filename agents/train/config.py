@@ -100,6 +100,12 @@ class GRPOConfig:
     model is kept)."""
     updates_per_step: int = 1
     """Optimizer steps on each rollout batch (mu); above 1 the importance ratio departs from 1."""
+    tis_cap: float = 0.0
+    """Truncated importance sampling for a rollout engine whose numbers differ from the trained
+    model's (an int8 or bfloat16 copy, vLLM): the update's old log-probs become the trained model's
+    own, and each token's loss is weighted by min(p_model / p_sampler, tis_cap), so that the
+    sampler's differences are corrected instead of clipped (Yao et al. 2025 cap it at 2). 0: the
+    sampler's log-probs are the old ones. Needs updates_per_step: 1."""
 
     # -- optimisation
     lr: float = 1e-6
@@ -192,6 +198,11 @@ class GRPOConfig:
             for name in names:
                 if getattr(self, name) < least:
                     raise ConfigError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        if self.tis_cap and (self.tis_cap < 1 or self.updates_per_step != 1):
+            raise ConfigError(
+                f"tis_cap must be 0 (off) or >= 1 with updates_per_step: 1; got tis_cap {self.tis_cap} "
+                f"and updates_per_step {self.updates_per_step}"
+            )
         if self.oversample < 1:
             raise ConfigError(f"oversample must be >= 1 (a factor on tasks_per_step), got {self.oversample}")
         if self.oversample > 1 and not self.dynamic_sampling:

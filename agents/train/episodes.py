@@ -4,6 +4,7 @@ playing them in groups, greedy evaluation and the scripted warm start.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -216,7 +217,8 @@ def evaluate(cfg: GRPOConfig, policy: Any, accelerator: Any = None) -> dict[str,
     mine = tasks[rank::world]
     params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0)
     show = cfg.progress and rank == 0
-    with episode_progress(len(mine), f"{cfg.eval_split} eval", disable=not show) as callbacks:
+    exact = getattr(policy, "float_weights", contextlib.nullcontext)  # not the CPU engine's int8 copy
+    with exact(), episode_progress(len(mine), f"{cfg.eval_split} eval", disable=not show) as callbacks:
         episodes = run_episodes(
             lambda: make_env(cfg, cfg.eval_split),
             lambda: PolicyAgent(policy, params),

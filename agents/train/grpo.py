@@ -312,7 +312,7 @@ def update(
     norm = LossNorm(episodes, tokens, cfg.max_turns * cfg.max_new_tokens)
     wrapped.train()
     optimizer.zero_grad(set_to_none=True)
-    sums = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "entropy": 0.0}
+    sums = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tis": 0.0, "entropy": 0.0}
     share = cfg.share_prompts and ref_model is None and accelerator.num_processes == 1
     parts = by_prompt(samples) if share else [((), list(samples))]
     for prompt, part in parts:
@@ -333,9 +333,12 @@ def update(
                 if ref_model is not None:
                     with torch.no_grad():
                         ref_logp, _ = token_logprobs(ref_model, *inputs[1:])
+                old_logp, sampler_logp = batch["old_logprobs"], None
+                if cfg.tis_cap:  # the one update of the step: the model's log-probs are the old ones
+                    old_logp, sampler_logp = logp.detach(), old_logp
                 loss, stats = policy_loss(
                     logp,
-                    batch["old_logprobs"],
+                    old_logp,
                     batch["advantages"],
                     batch["mask"],
                     norm=norm,
@@ -344,6 +347,8 @@ def update(
                     clip_high=cfg.clip_high,
                     ref_logp=ref_logp,
                     kl_coef=cfg.kl_coef,
+                    sampler_logp=sampler_logp,
+                    tis_cap=cfg.tis_cap,
                 )
                 # DDP averages gradients over processes; the norm already covers all of them
                 accelerator.backward(loss * accelerator.num_processes)
@@ -369,6 +374,7 @@ def update(
         "loss/kl": sums["kl"] / n_tokens,
         "loss/clip_fraction": sums["clipped"] / n_tokens,
         "loss/ratio": sums["ratio"] / n_tokens,
+        "loss/tis_weight": sums["tis"] / n_tokens,
         "loss/entropy": sums["entropy"] / n_tokens,
         "loss/grad_norm": grad_norm,
         "loss/lr": optimizer.param_groups[0]["lr"],

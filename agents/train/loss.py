@@ -62,11 +62,16 @@ def policy_loss(
     clip_high: float = 0.2,
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    sampler_logp: torch.Tensor | None = None,
+    tis_cap: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped policy-gradient loss (plus ``kl_coef`` x k3 KL to the reference) over the
     policy tokens (``mask`` 1) of a micro-batch; all tensors are [B, L] and aligned. Returns the
-    loss and sums for logging: ``tokens``, ``clipped`` (tokens whose ratio was clipped), ``kl``
-    and ``ratio``.
+    loss and sums for logging: ``tokens``, ``clipped`` (tokens whose ratio was clipped), ``kl``,
+    ``ratio`` and ``tis`` (the importance weights).
+
+    With ``tis_cap``, each token's term is weighted by ``min(exp(old_logp - sampler_logp),
+    tis_cap)``: truncated importance sampling from the sampler's distribution to the old policy's.
 
     >>> t = torch.zeros(1, 2)
     >>> loss, stats = policy_loss(t, t, torch.tensor([[1.0, -1.0]]), torch.ones(1, 2), norm=LossNorm(1, 2, 2))
@@ -76,6 +81,10 @@ def policy_loss(
     ratio = torch.exp(logp - old_logp)
     clipped_ratio = ratio.clamp(1 - clip_low, 1 + clip_high)
     per_token = -torch.minimum(ratio * advantages, clipped_ratio * advantages)
+    tis = torch.ones_like(logp)
+    if tis_cap:
+        tis = torch.exp(old_logp - sampler_logp).clamp(max=tis_cap).detach()
+        per_token = per_token * tis
     kl = kl_k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(logp)
     if ref_logp is not None and kl_coef:
         per_token = per_token + kl_coef * kl
@@ -87,6 +96,7 @@ def policy_loss(
             "clipped": float((clipped * mask).sum()),
             "kl": float((kl * mask).sum()),
             "ratio": float((ratio * mask).sum()),
+            "tis": float((tis * mask).sum()),
         }
     return loss, stats
 

@@ -142,6 +142,12 @@ def test_int8_samples_from_a_copy_with_int8_blocks_and_a_float_model(tiny_llama_
     assert all(p.dtype == torch.float32 for p in policy.model.parameters())
     completion = policy.generate(prompts_of(policy)[:1], SamplingParams(max_new_tokens=6, temperature=1.0))[0]
     assert len(completion.token_ids) == len(completion.logprobs) > 0
+    greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
+    exact = CachedPolicy(str(tiny_llama_dir), device="cpu")
+    with policy.float_weights():
+        assert_same(policy.generate(prompts_of(policy), greedy), exact.generate(prompts_of(exact), greedy))
+    int8_logprobs = policy.generate(prompts_of(policy), greedy)[0].logprobs
+    assert int8_logprobs != pytest.approx(exact.generate(prompts_of(exact), greedy)[0].logprobs, abs=1e-4)
     with pytest.raises(ConfigError, match="int8 runs on CPU only"):
         cached._dtype("int8", torch.device("cuda"))
 

@@ -99,6 +99,25 @@ def test_clipped_loss_on_hand_numbers():
     assert loss.item() == pytest.approx(-math.exp(-0.5)) and stats["clipped"] == 0
 
 
+def test_truncated_importance_weights_on_hand_numbers():
+    """With ``tis_cap`` the old log-probs are the model's own (ratio 1, nothing clipped) and each
+    token weighs min(p_old / p_sampler, cap): the sampler here made token 0 e^0.5 times likelier
+    than the model does, and token 1 e^1 times less likely (capped at 2)."""
+    logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    sampler = torch.tensor([[-0.5, -3.0, -0.5]])
+    adv, mask = torch.tensor([[1.0, 1.0, -1.0]]), torch.ones(1, 3)
+    loss, stats = policy_loss(
+        logp, logp.detach(), adv, mask, norm=LossNorm(1, 3, 3), sampler_logp=sampler, tis_cap=2.0
+    )
+    weights = [math.exp(-0.5), 2.0, 1.0]
+    assert loss.item() == pytest.approx(-(weights[0] + weights[1] - weights[2]) / 3, abs=1e-6)
+    assert stats["clipped"] == 0 and stats["tis"] == pytest.approx(sum(weights), abs=1e-6)
+    loss.backward()  # the weights are constants: d loss / d logp = -weight x advantage / 3
+    assert logp.grad.tolist()[0] == pytest.approx([-w * a / 3 for w, a in zip(weights, [1, 1, -1])])
+    with pytest.raises(ConfigError, match="tis_cap must be 0 \\(off\\) or >= 1 with updates_per_step: 1"):
+        GRPOConfig(tis_cap=2.0, updates_per_step=2)
+
+
 def test_kl_term_is_added_with_its_coefficient():
     logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])
     args = dict(norm=LossNorm(1, 2, 2), ref_logp=ref)

@@ -316,12 +316,25 @@ def test_eval_base_false_skips_only_the_evaluation_as_loaded(tiny_llama_dir, tmp
     assert summary["eval_before"]["n"] == summary["eval_after"]["n"] == 2
 
 
+def test_int8_rollouts_train_with_truncated_importance_weights(tiny_llama_dir, tmp_path):
+    """An int8 sampler with ``tis_cap``: the update's ratio is the model's to itself (1, nothing
+    clipped) and the sampler's differences show as importance weights other than 1."""
+    cfg = tiny_config(
+        tiny_llama_dir, tmp_path, policy="cpu", policy_kwargs={"rollout_dtype": "int8"}, tis_cap=2.0,
+        steps=1, eval_tasks=0, temperature=1.0,
+    )  # fmt: skip
+    train(cfg)
+    (row,) = [r for r in read_metrics(tmp_path) if "loss/policy" in r]
+    assert row["loss/ratio"] == pytest.approx(1.0) and row["loss/clip_fraction"] == 0.0
+    assert 0 < row["loss/tis_weight"] <= 2.0 and row["loss/tis_weight"] != pytest.approx(1.0, abs=1e-4)
+
+
 def test_the_cpu_engines_caches_serve_the_information_gain_then_are_freed(
     tiny_llama_dir, tmp_path, monkeypatch
 ):
     """The CPU engine's keys and values of a step's episodes spare the information gain a second
     read of them, and are freed before the update needs the memory (they belong to weights the
-    update changes); an evaluation's are freed too."""
+    update changes); an evaluation's are freed too, and it decodes with the float weights."""
     from searchgym.agents.policies.cached import CachedPolicy
     from searchgym.agents.train import episodes as train_episodes
 
@@ -362,6 +375,11 @@ def test_the_cpu_engines_caches_serve_the_information_gain_then_are_freed(
     policy.generate = counting
     train_episodes.evaluate(dataclasses.replace(cfg, eval_tasks=2), policy)
     assert max(seen) > 0 and policy.store.entries == []
+    int8 = CachedPolicy(str(tiny_llama_dir), device="cpu", dtype="float32", rollout_dtype="int8")
+    models, decode = [], int8._decode
+    monkeypatch.setattr(int8, "_decode", lambda model, *args: models.append(model) or decode(model, *args))
+    train_episodes.evaluate(dataclasses.replace(cfg, eval_tasks=2), int8)
+    assert models and all(m is int8.model for m in models)  # the trained weights, not the int8 copy
     with pytest.raises(ConfigError, match="nothing to evaluate: eval_tasks is 0"):
         train_episodes.evaluate(cfg, policy)
 
