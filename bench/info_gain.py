@@ -28,15 +28,10 @@ import argparse
 import statistics
 import time
 
+import quickstart_episodes  # bench/'s helper: the script's folder is on sys.path
 import torch
 
-from searchgym.agents.policies.agent import PolicyAgent
-from searchgym.agents.rollout import run_episodes
-from searchgym.agents.train.config import load_config
-from searchgym.agents.train.episodes import make_env
 from searchgym.agents.train.info_gain import answer_tokens, batch_turn_answer_probabilities, score_answers
-from searchgym.generation import SamplingParams
-from searchgym.registry import POLICIES
 
 
 def per_row(model, trajectories, answers) -> list[list[float]]:
@@ -66,14 +61,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    cfg = load_config(args.config, [f"model={args.model}"])
-    policy = POLICIES.make("cpu", args.model, device="cpu", dtype="float32", seed=0, show_progress=False)
-    env = make_env(cfg, "train")
-    tasks = list(env.unwrapped.tasks)[: args.episodes]
-    params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
-    episodes = run_episodes(
-        lambda: make_env(cfg, "train"), lambda: PolicyAgent(policy, params), tasks, n_envs=len(tasks), seed=0
-    )
+    _, policy, env, episodes = quickstart_episodes.play(args.model, args.config, args.episodes)
     trajectories = [ep.trajectory for ep in episodes]
     answers = [answer_tokens(policy.tokenizer, env.unwrapped.protocol, ep.answers[0]) for ep in episodes]
     model = policy.model

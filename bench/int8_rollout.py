@@ -20,14 +20,8 @@ import copy
 import time
 import warnings
 
+import quickstart_episodes  # bench/'s helper: the script's folder is on sys.path
 import torch
-
-from searchgym.agents.policies.agent import PolicyAgent
-from searchgym.agents.rollout import run_episodes
-from searchgym.agents.train.config import load_config
-from searchgym.agents.train.episodes import make_env
-from searchgym.generation import SamplingParams
-from searchgym.registry import POLICIES
 
 
 def quantized(model: torch.nn.Module, per_channel: bool, skip: str | None) -> torch.nn.Module:
@@ -72,13 +66,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    cfg = load_config(args.config, [f"model={args.model}"])
-    policy = POLICIES.make("cpu", args.model, device="cpu", dtype="float32", seed=0, show_progress=False)
-    tasks = list(make_env(cfg, "train").unwrapped.tasks)[: args.episodes]
-    params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0)
-    episodes = run_episodes(
-        lambda: make_env(cfg, "train"), lambda: PolicyAgent(policy, params), tasks, n_envs=len(tasks), seed=0
-    )
+    _, policy, _, episodes = quickstart_episodes.play(args.model, args.config, args.episodes, temperature=0.0)
     trajectories = [ep.trajectory for ep in episodes]
     model = policy.model.eval()
     reference = policy_logprobs(model, trajectories)

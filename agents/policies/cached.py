@@ -113,10 +113,7 @@ class CachedPolicy(HFPolicy):
         )
         self._rollout_dtype = _dtype(rollout_dtype, self.device)
         self._copy = None
-        if self._rollout_dtype == "int8":
-            self._copy = int8_copy(self.model)
-        elif self._rollout_dtype is not None and self._rollout_dtype != self.model.dtype:
-            self._copy = copy.deepcopy(self.model).to(self._rollout_dtype).eval().requires_grad_(False)
+        self._refresh_copy()
         self.store = PrefixStore(cache_bytes)
         self._weights: tuple[int, ...] | None = self._weights_now()  # those the copy was made from
         self._use_copy = True
@@ -175,13 +172,20 @@ class CachedPolicy(HFPolicy):
         weights = self._weights_now()
         if weights != self._weights:
             self.store.clear()
-            if self._rollout_dtype == "int8":
-                self._copy = int8_copy(self.model)  # quantized anew from the new weights
-            elif self._copy is not None:
-                with torch.no_grad():
-                    self._copy.load_state_dict(self.model.state_dict())
+            self._refresh_copy()
             self._weights = weights  # copying out of the model leaves its versions as they were
         return self._copy if self._copy is not None and self._use_copy else self.model
+
+    def _refresh_copy(self) -> None:
+        """Make or update the ``rollout_dtype`` copy from ``policy.model``'s weights: an int8 copy
+        is quantized anew, one in another float dtype is made once and then loaded in place."""
+        if self._rollout_dtype == "int8":
+            self._copy = int8_copy(self.model)
+        elif self._copy is not None:
+            with torch.no_grad():
+                self._copy.load_state_dict(self.model.state_dict())
+        elif self._rollout_dtype is not None and self._rollout_dtype != self.model.dtype:
+            self._copy = copy.deepcopy(self.model).to(self._rollout_dtype).eval().requires_grad_(False)
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         check_token_prompts(prompts)
@@ -216,6 +220,7 @@ class CachedPolicy(HFPolicy):
         new: list[Entry] = []
         next_logits = torch.cat(logits)
         stops = self.eos_token_ids | {self.tokenizer.pad_token_id}
+        cached = with_cache(model, cache)  # the same cache object throughout, rows selected in place
         for step in range(params.max_new_tokens):
             tokens, token_logprobs = self._choose(next_logits, params, generator)
             for b, i in enumerate(slots):
@@ -240,7 +245,7 @@ class CachedPolicy(HFPolicy):
                 attention_mask=attention[:, : width + step + 1],
                 position_ids=positions[:, None],
                 use_cache=True,
-                **with_cache(model, cache),
+                **cached,
             )
             positions = positions + 1
             next_logits = out.logits[:, -1]

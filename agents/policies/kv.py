@@ -19,12 +19,16 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer, keys and values ``[kv_heads, length, head_dim]`` of one row."""
 
 
+def forward_takes(model, name: str) -> bool:
+    """Whether ``model``'s forward (or that of the module a DDP wrapper holds) takes ``name``."""
+    return name in inspect.signature(getattr(model, "module", model).forward).parameters
+
+
 def with_cache(model, cache: Cache) -> dict[str, Cache]:
     """The keyword argument that hands ``model``'s forward ``cache``: transformers 5.24 renamed
     ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40); earlier versions and
     models not yet renamed take ``past_key_values``."""
-    forward = getattr(model, "module", model).forward  # the module a DDP wrapper holds
-    return {"cache" if "cache" in inspect.signature(forward).parameters else "past_key_values": cache}
+    return {"cache" if forward_takes(model, "cache") else "past_key_values": cache}
 
 
 def returned_cache(output) -> Cache:

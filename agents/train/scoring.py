@@ -4,11 +4,12 @@ start all go through `target_logits`, so logits are computed only where a token 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from searchgym.agents.policies.kv import forward_takes
 
 
 def right_pad(
@@ -69,7 +70,7 @@ def token_logprobs(
 
 def takes_logits_to_keep(model: Any) -> bool:
     """Whether ``model`` (or the module a DDP wrapper holds) accepts ``logits_to_keep``."""
-    return "logits_to_keep" in inspect.signature(getattr(model, "module", model).forward).parameters
+    return forward_takes(model, "logits_to_keep")
 
 
 def keep_last_logits(model: Any) -> dict[str, int]:
