@@ -72,6 +72,12 @@ class GRPOConfig:
     """Dynamic sampling: the first round plays this many times ``tasks_per_step`` tasks (rounded
     up), side by side, so that the step seldom needs refill rounds, which decode only a few
     episodes at a time; the step still trains on ``tasks_per_step`` informative groups."""
+    guide: str | None = None
+    """A scripted agent (e.g. ``oracle``) whose episode takes the place of one sampled episode in
+    every group that no sample solved (EM 0), where it earns more than they did: a task the
+    policy never solves then still teaches it (off-policy guidance, as in LUFFY, Yan et al. 2025,
+    without its policy shaping). The guide's tokens enter the loss with the trained model's own
+    log-probs as the old ones (ratio 1, never clipped). None: groups hold sampled episodes only."""
     rollout_engine: RolloutEngine = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
 
@@ -222,12 +228,15 @@ class GRPOConfig:
         from searchgym.agents.registry import is_policy_agent
         from searchgym.registry import AGENTS, POLICIES, takes
 
-        if is_policy_agent(self.warm_start_agent):
-            raise ConfigError(
-                f"warm_start_agent must be a scripted agent ({', '.join(AGENTS.names())}, or 'module:attr'), "
-                f"got {self.warm_start_agent!r}"
-            )
-        AGENTS.spec(self.warm_start_agent)  # an unknown name fails here, suggesting the closest
+        for name, agent in (("warm_start_agent", self.warm_start_agent), ("guide", self.guide)):
+            if agent is None:
+                continue
+            if is_policy_agent(agent):
+                raise ConfigError(
+                    f"{name} must be a scripted agent ({', '.join(AGENTS.names())}, or 'module:attr'), "
+                    f"got {agent!r}"
+                )
+            AGENTS.spec(agent)  # an unknown name fails here, suggesting the closest
         loader = POLICIES.resolve(self.policy) if self.policy_kwargs else None
         unknown = [key for key in self.policy_kwargs if not takes(loader, key)]
         if unknown:

@@ -143,10 +143,14 @@ def play_step(
         rng = torch.Generator().manual_seed(seed * 31 + round_)
         return [train_tasks[int(i)] for i in torch.randint(len(train_tasks), (n,), generator=rng)]
 
+    def play(tasks: Sequence[Any], seed: int) -> list[list[Any]]:
+        groups = play_groups(policy, envs[: len(tasks) * cfg.group_size], tasks, cfg, seed)
+        return guided(policy, envs, tasks, groups, cfg, seed) if cfg.guide else groups
+
     first = list(tasks)
     if cfg.dynamic_sampling:
         first += drawn(first_round_size(cfg, accelerator) - len(tasks), 0)
-    groups = play_groups(policy, envs, first, cfg, seed)
+    groups = play(first, seed)
     played, degenerate = len(groups), sum(map(is_degenerate, groups))
     if cfg.dynamic_sampling:
         kept = informative(policy, groups)
@@ -154,9 +158,7 @@ def play_step(
             missing = len(tasks) - len(kept)
             if missing <= 0:
                 break
-            more = play_groups(
-                policy, envs[: missing * cfg.group_size], drawn(missing, round_), cfg, seed + round_ * 104_729
-            )
+            more = play(drawn(missing, round_), seed + round_ * 104_729)
             played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
             kept += informative(policy, more)
         forget(policy, kept[len(tasks) :])
@@ -166,7 +168,43 @@ def play_step(
         "rollout/groups_played": float(played),
         "rollout/groups_trained": float(len(groups)),
     }
+    if cfg.guide:
+        metrics["rollout/guided_groups"] = sum(is_guided(g[-1]) for g in groups) / len(groups)
     return groups, metrics
+
+
+def guided(
+    policy: Any,
+    envs: Sequence[Any],
+    tasks: Sequence[Any],
+    groups: list[list[Any]],
+    cfg: GRPOConfig,
+    seed: int,
+) -> list[list[Any]]:
+    """``groups`` (of ``tasks``) with the last episode of each group that no sample solved
+    replaced by ``cfg.guide``'s episode of its task, where that earns more than every sample did
+    (see `GRPOConfig.guide`). The guide's policy tokens get NaN log-probs (`is_guided`), which the
+    update reads as "not sampled": the trained model's own log-probs stand in for them."""
+    from searchgym.agents.train.warm_start import scripted_episodes
+
+    failed = [i for i, group in enumerate(groups) if not any(ep.em for ep in group)]
+    if not failed:
+        return groups
+    guides = scripted_episodes(
+        envs[: len(failed)], [tasks[i] for i in failed], policy.tokenizer, agent=cfg.guide, seed=seed
+    )
+    out = list(groups)
+    for i, guide in zip(failed, guides):
+        if guide.total_reward > max(ep.total_reward for ep in groups[i]):
+            forget(policy, [groups[i][-1:]])
+            guide.trajectory.logprobs = [math.nan if m else 0.0 for m in guide.trajectory.mask]
+            out[i] = [*groups[i][:-1], guide]
+    return out
+
+
+def is_guided(episode: Any) -> bool:
+    """Whether ``episode`` is a guide's (`guided`), not the policy's own."""
+    return any(map(math.isnan, episode.trajectory.logprobs))
 
 
 def informative(policy: Any, groups: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:

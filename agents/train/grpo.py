@@ -334,6 +334,8 @@ def update(
                     with torch.no_grad():
                         ref_logp, _ = token_logprobs(ref_model, *inputs[1:])
                 old_logp, sampler_logp = batch["old_logprobs"], None
+                # a guide's tokens (GRPOConfig.guide) were not sampled: the model's own stand in
+                old_logp = torch.where(old_logp.isnan(), logp.detach(), old_logp)
                 if cfg.tis_cap:  # the one update of the step: the model's log-probs are the old ones
                     old_logp, sampler_logp = logp.detach(), old_logp
                 loss, stats = policy_loss(

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from searchgym.agents.policies.agent import PolicyAgent, Trajectory
 from searchgym.agents.policies.base import Completion, Message, SamplingParams
 from searchgym.agents.registry import is_policy_agent, make_agent
-from searchgym.agents.rollout import rollout
+from searchgym.agents.rollout import Episode, rollout
 from searchgym.agents.train.scoring import model_device, right_pad, token_logprobs
 from searchgym.errors import ConfigError, TrainingDiverged
 from searchgym.tasks.task import Task
@@ -89,6 +89,24 @@ def oracle_trajectories(
     ``system_prompt`` and ``inline`` would record them; mask 1 on the actions. ``envs`` are
     environments or functions that make one (those are closed after); task ``i`` is reset with
     seed ``seed + i``."""
+    episodes = scripted_episodes(
+        envs, tasks, tokenizer, agent=agent, system_prompt=system_prompt, inline=inline, seed=seed
+    )
+    return [episode.trajectory for episode in episodes]
+
+
+def scripted_episodes(
+    envs: Sequence[gym.Env | Callable[[], gym.Env]],
+    tasks: Sequence[Task],
+    tokenizer: Any,
+    *,
+    agent: str = "oracle",
+    system_prompt: str | None = None,
+    inline: bool | None = None,
+    seed: int = 0,
+) -> list[Episode]:
+    """`oracle_trajectories`' episodes whole: each with its rewards, and its token stream as
+    ``episode.trajectory``."""
     if is_policy_agent(agent):
         raise ConfigError(f"warm start records a scripted agent (see searchgym.list_agents()), not {agent!r}")
     if not envs:
@@ -98,10 +116,10 @@ def oracle_trajectories(
     made = [e() for e in envs if not isinstance(e, gym.Env)]
     given = iter(made)
     pool = [e if isinstance(e, gym.Env) else next(given) for e in envs]
-    out: list[Trajectory | None] = [None] * len(tasks)
+    out: list[Episode | None] = [None] * len(tasks)
     try:
         for i, episode in rollout(pool, agents, tasks, seed=seed):
-            out[i] = episode.trajectory
+            out[i] = episode
     finally:
         for env in made:
             env.close()

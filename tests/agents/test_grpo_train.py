@@ -471,3 +471,24 @@ def test_trainable_layers_updates_only_the_top_blocks_after_a_full_warm_start(ti
 def test_trainable_layers_beyond_the_models_blocks_is_a_config_error(tiny_llama_dir, tmp_path):
     with pytest.raises(ConfigError, match="between 1 and the model's 2 decoder blocks"):
         train(tiny_config(tiny_llama_dir, tmp_path, trainable_layers=3, eval_tasks=0))
+
+
+def test_a_guide_replaces_one_episode_of_groups_that_never_solved_their_task(tiny_llama_dir, tmp_path):
+    """A random model solves nothing: with ``guide: oracle`` every group trains on the oracle's
+    episode of its task in place of one sample, whose tokens the update takes as the model's own
+    (ratio 1, nothing clipped), and the step's groups are informative through it."""
+    two_hops = {"n_passages": 300, "max_obs_tokens": 64, "hops": [2]}  # the oracle answers in 3 turns
+    cfg = tiny_config(
+        tiny_llama_dir, tmp_path, guide="oracle", env_kwargs=two_hops, max_turns=3, steps=1, eval_tasks=0,
+        info_gain=0.0,
+    )  # fmt: skip
+    train(cfg)
+    (row,) = [r for r in read_metrics(tmp_path) if "loss/policy" in r]
+    assert row["rollout/guided_groups"] == 1.0 and row["rollout/degenerate_trained"] == 0.0
+    assert row["loss/ratio"] == pytest.approx(1.0, abs=1e-3) and row["loss/clip_fraction"] == 0.0
+    assert row["rollout/em"] == 0.5  # the guides' episodes answer right, the samples do not
+    saved = [json.loads(line) for line in (tmp_path / "episodes" / "step-000001.jsonl").open()]
+    assert any(row["em"] == 1.0 for row in saved)
+
+    with pytest.raises(ConfigError, match="guide must be a scripted agent"):
+        tiny_config(tiny_llama_dir, tmp_path, guide="hf:smollm2-135m-instruct")
