@@ -139,7 +139,10 @@ def test_int8_samples_from_a_copy_with_int8_blocks_and_a_float_model(tiny_llama_
     }
     linear = {n for n, m in policy.model.named_modules() if isinstance(m, torch.nn.Linear)}
     assert quantized == {n for n in linear if ".layers." in n and not n.endswith("down_proj")}
-    assert all(p.dtype == torch.float32 for p in policy.model.parameters())
+    assert all(p.dtype == torch.float32 and p.requires_grad for p in policy.model.parameters())
+    # the layers kept float are the model's own parameters, not a second copy of them
+    kept = {n: p for n, p in policy._copy.named_parameters()}
+    assert kept and all(p is dict(policy.model.named_parameters())[n] for n, p in kept.items())
     completion = policy.generate(prompts_of(policy)[:1], SamplingParams(max_new_tokens=6, temperature=1.0))[0]
     assert len(completion.token_ids) == len(completion.logprobs) > 0
     greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
@@ -150,6 +153,24 @@ def test_int8_samples_from_a_copy_with_int8_blocks_and_a_float_model(tiny_llama_
     assert int8_logprobs != pytest.approx(exact.generate(prompts_of(exact), greedy)[0].logprobs, abs=1e-4)
     with pytest.raises(ConfigError, match="int8 runs on CPU only"):
         cached._dtype("int8", torch.device("cuda"))
+
+
+def test_the_int8_copy_follows_the_weights_after_they_change(tiny_llama_dir):
+    """After an update the copy's int8 layers hold the new weights, quantized as a new copy would
+    quantize them (the layers it keeps float are the model's own, so they follow by themselves)."""
+    from searchgym.agents.policies.int8 import int8_copy
+
+    policy = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="int8")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    ids = torch.tensor([prompts_of(policy)[0]])
+    with torch.inference_mode():
+        stale = policy._copy(ids).logits
+        updated = policy._generator_model()(ids).logits
+        assert torch.allclose(updated, int8_copy(policy.model)(ids).logits, atol=1e-5)
+        assert not torch.allclose(updated, stale, atol=1e-3)
 
 
 def test_backends_load_with_their_registered_arguments(tiny_llama_dir, tmp_path):
