@@ -75,24 +75,10 @@ class _Recorded:
 
 
 def oracle_trajectories(
-    envs: Sequence[gym.Env | Callable[[], gym.Env]],
-    tasks: Sequence[Task],
-    tokenizer: Any,
-    *,
-    agent: str = "oracle",
-    system_prompt: str | None = None,
-    inline: bool | None = None,
-    seed: int = 0,
+    envs: Sequence[gym.Env | Callable[[], gym.Env]], tasks: Sequence[Task], tokenizer: Any, **options: Any
 ) -> list[Trajectory]:
-    """The token streams of scripted ``agent`` (a registered name or ``module:attr``) playing
-    every task once, in task order, as a `PolicyAgent` with ``tokenizer``'s chat template,
-    ``system_prompt`` and ``inline`` would record them; mask 1 on the actions. ``envs`` are
-    environments or functions that make one (those are closed after); task ``i`` is reset with
-    seed ``seed + i``."""
-    episodes = scripted_episodes(
-        envs, tasks, tokenizer, agent=agent, system_prompt=system_prompt, inline=inline, seed=seed
-    )
-    return [episode.trajectory for episode in episodes]
+    """The token streams of `scripted_episodes` (the same arguments): what SFT trains on."""
+    return [episode.trajectory for episode in scripted_episodes(envs, tasks, tokenizer, **options)]
 
 
 def scripted_episodes(
@@ -105,12 +91,15 @@ def scripted_episodes(
     inline: bool | None = None,
     seed: int = 0,
 ) -> list[Episode]:
-    """`oracle_trajectories`' episodes whole: each with its rewards, and its token stream as
-    ``episode.trajectory``."""
+    """Scripted ``agent`` (a registered name or ``module:attr``) playing every task once, in task
+    order, recorded as a `PolicyAgent` with ``tokenizer``'s chat template, ``system_prompt`` and
+    ``inline`` would record it: each episode with its rewards, and as ``episode.trajectory`` its
+    token stream (mask 1 on the actions). ``envs`` are environments or functions that make one
+    (those are closed after); task ``i`` is reset with seed ``seed + i``."""
     if is_policy_agent(agent):
         raise ConfigError(f"warm start records a scripted agent (see searchgym.list_agents()), not {agent!r}")
     if not envs:
-        raise ConfigError("oracle_trajectories needs at least one env")
+        raise ConfigError("scripted_episodes needs at least one env")
     # make_agent raises on an unknown name, suggesting the closest one
     agents = [_Recorded(make_agent(agent, seed), tokenizer, system_prompt, inline) for _ in envs]
     made = [e() for e in envs if not isinstance(e, gym.Env)]
