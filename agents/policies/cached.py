@@ -42,7 +42,7 @@ import torch
 
 from searchgym.agents.policies.base import Completion, SamplingParams, check_token_prompts
 from searchgym.agents.policies.hf import HFPolicy
-from searchgym.agents.policies.int8 import int8_copy, requantize
+from searchgym.agents.policies.int8 import int8_copy
 from searchgym.agents.policies.kv import (
     KV,
     Entry,
@@ -178,14 +178,9 @@ class CachedPolicy(HFPolicy):
 
     def _refresh_copy(self) -> None:
         """Make or update the ``rollout_dtype`` copy from ``policy.model``'s weights: an int8 copy
-        of a float32 model is made once (sharing the layers it keeps float) and its int8 layers are
-        then quantized anew in place; one in another float dtype is made once and then loaded in
-        place."""
+        is quantized anew, one in another float dtype is made once and then loaded in place."""
         if self._rollout_dtype == "int8":
-            if self._copy is not None and self.model.dtype == torch.float32:  # it shares the rest
-                requantize(self._copy, self.model)
-            else:
-                self._copy = int8_copy(self.model)
+            self._copy = int8_copy(self.model)
         elif self._copy is not None:
             with torch.no_grad():
                 self._copy.load_state_dict(self.model.state_dict())

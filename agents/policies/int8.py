@@ -24,9 +24,7 @@ KEPT_FLOAT = ("mlp.down_proj",)
 
 def int8_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``model`` for inference whose decoder-block linear layers (but `KEPT_FLOAT`'s)
-    compute in int8; ``model`` itself is untouched. A float32 model's other parameters (the
-    embeddings, norms, head and `KEPT_FLOAT` layers) are shared, not copied, so they are always
-    the trained ones; after the weights change, `requantize` brings the int8 layers up to date."""
+    compute in int8; ``model`` itself is untouched."""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError as e:  # PyTorch has announced that torch.ao.quantization will go
@@ -44,30 +42,9 @@ def int8_copy(model: torch.nn.Module) -> torch.nn.Module:
             f"rollout_dtype: int8 found no decoder-block linear layers ('.layers.' in their names) in "
             f"{type(model).__name__}; use rollout_dtype: auto for this model"
         )
-    if all(p.dtype == torch.float32 for p in model.parameters()):
-        source = copy.deepcopy(model, {id(p): p for p in model.parameters()}).eval()  # modules copied
-    else:  # converting shared parameters to float32 would convert the model's own
-        source = copy.deepcopy(model).float().eval().requires_grad_(False)
-    with warnings.catch_warnings(), torch.no_grad():
+    source = copy.deepcopy(model).float().eval().requires_grad_(False)
+    with warnings.catch_warnings():
         # it warns that torch.ao.quantization is deprecated (for torchao); the import above
         # fails with a clear error once it is gone
         warnings.simplefilter("ignore")
         return quantize_dynamic(source, layers, dtype=torch.qint8, inplace=True)
-
-
-@torch.no_grad()
-def requantize(int8: torch.nn.Module, model: torch.nn.Module) -> None:
-    """Quantize ``model``'s current weights into the int8 layers of ``int8`` (an `int8_copy` of
-    it), as `int8_copy` quantized them, in place: no second copy of the model is made."""
-    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
-    from torch.ao.quantization import per_channel_dynamic_qconfig
-
-    linears = dict(model.named_modules())
-    for name, module in int8.named_modules():
-        if isinstance(module, Int8Linear):
-            weight, bias = linears[name].weight.float(), linears[name].bias
-            observer = per_channel_dynamic_qconfig.weight()
-            observer(weight)
-            scale, zero_point = observer.calculate_qparams()
-            packed = torch.quantize_per_channel(weight, scale.double(), zero_point.long(), 0, torch.qint8)
-            module.set_weight_bias(packed, None if bias is None else bias.float())

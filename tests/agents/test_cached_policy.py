@@ -140,9 +140,6 @@ def test_int8_samples_from_a_copy_with_int8_blocks_and_a_float_model(tiny_llama_
     linear = {n for n, m in policy.model.named_modules() if isinstance(m, torch.nn.Linear)}
     assert quantized == {n for n in linear if ".layers." in n and not n.endswith("down_proj")}
     assert all(p.dtype == torch.float32 and p.requires_grad for p in policy.model.parameters())
-    # the layers kept float are the model's own parameters, not a second copy of them
-    kept = {n: p for n, p in policy._copy.named_parameters()}
-    assert kept and all(p is dict(policy.model.named_parameters())[n] for n, p in kept.items())
     completion = policy.generate(prompts_of(policy)[:1], SamplingParams(max_new_tokens=6, temperature=1.0))[0]
     assert len(completion.token_ids) == len(completion.logprobs) > 0
     greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
@@ -156,8 +153,7 @@ def test_int8_samples_from_a_copy_with_int8_blocks_and_a_float_model(tiny_llama_
 
 
 def test_the_int8_copy_follows_the_weights_after_they_change(tiny_llama_dir):
-    """After an update the copy's int8 layers hold the new weights, quantized as a new copy would
-    quantize them (the layers it keeps float are the model's own, so they follow by themselves)."""
+    """After an update the copy holds the new weights, quantized as a new copy would quantize them."""
     from searchgym.agents.policies.int8 import int8_copy
 
     policy = CachedPolicy(str(tiny_llama_dir), device="cpu", rollout_dtype="int8")
