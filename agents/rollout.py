@@ -14,6 +14,7 @@ from statistics import fmean
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from searchgym.agents.base import Agent
 from searchgym.envs.contract import check_reset_info, check_step_info
@@ -81,6 +82,49 @@ class Episode:
         row["turns"] = [Turn(**t) for t in row["turns"]]
         return cls(**row)
 
+    @classmethod
+    def of(cls, task: Task) -> Episode:
+        """A new, empty episode of ``task``."""
+        return cls(
+            task.id, task.question, list(task.answers), dict(task.metadata), evidence=list(task.evidence)
+        )
+
+    def record(
+        self,
+        action: str,
+        observation: str,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+    ) -> None:
+        """Add the step that ``action`` played (what ``env.step`` returned, a `StepInfo`): its turn,
+        the summed reward and components, the counters and, at the answer, its scores. Every
+        adapter that plays an env for another trainer records its episodes with this too."""
+        self.turns.append(
+            Turn(
+                action,
+                observation,
+                float(reward),
+                info["tool"],
+                info["error"],
+                reward_components=dict(info["reward_components"]),
+                obs_tokens=info.get("step_obs_tokens", 0),
+                query=info.get("query"),
+                doc_ids=info.get("doc_ids"),
+            )
+        )
+        self.total_reward += float(reward)
+        for name, value in info["reward_components"].items():
+            self.reward_components[name] = self.reward_components.get(name, 0.0) + value
+        for name in ("n_searches", "n_invalid", "n_errors", "obs_tokens"):
+            setattr(self, name, info[name])
+        if "prediction" in info:
+            self.prediction = info["prediction"]
+            self.em, self.f1, self.cover_em = info["em"], info["f1"], info["cover_em"]
+            self.evidence_recall = info["evidence_recall"]
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+
 
 class _Slot:
     """One env-agent pair and the episode it is playing."""
@@ -96,9 +140,7 @@ class _Slot:
         self.observation, info = self.env.reset(seed=seed, options={"task": task})
         check_reset_info(info, self.env)
         self.agent.reset(info)
-        self.episode = Episode(
-            task.id, task.question, list(task.answers), dict(task.metadata), evidence=list(task.evidence)
-        )
+        self.episode = Episode.of(task)
 
     def apply(self, action: str) -> bool:
         """Play ``action`` as this episode's next turn; True when the episode is over."""
@@ -106,29 +148,7 @@ class _Slot:
         assert ep is not None
         self.observation, reward, terminated, truncated, info = self.env.step(action)
         check_step_info(info, self.env)
-        ep.turns.append(
-            Turn(
-                action,
-                self.observation,
-                float(reward),
-                info["tool"],
-                info["error"],
-                reward_components=dict(info["reward_components"]),
-                obs_tokens=info.get("step_obs_tokens", 0),
-                query=info.get("query"),
-                doc_ids=info.get("doc_ids"),
-            )
-        )
-        ep.total_reward += float(reward)
-        for name, value in info["reward_components"].items():
-            ep.reward_components[name] = ep.reward_components.get(name, 0.0) + value
-        for name in ("n_searches", "n_invalid", "n_errors", "obs_tokens"):
-            setattr(ep, name, info[name])
-        if "prediction" in info:
-            ep.prediction = info["prediction"]
-            ep.em, ep.f1, ep.cover_em = info["em"], info["f1"], info["cover_em"]
-            ep.evidence_recall = info["evidence_recall"]
-        ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+        ep.record(action, self.observation, reward, terminated, truncated, info)
         if terminated or truncated:
             ep.trajectory = getattr(self.agent, "trajectory", None)
         return terminated or truncated
@@ -233,6 +253,13 @@ def run_episodes(
         for env in envs:
             env.close()
     return episodes  # type: ignore[return-value]  (every slot is filled)
+
+
+def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
+    """The ``min(n, len(tasks))`` tasks that ``searchgym eval --n N --seed S`` plays: drawn without
+    replacement with ``seed``, in their order in ``tasks``."""
+    picks = np.random.default_rng(seed).choice(len(tasks), size=min(n, len(tasks)), replace=False)
+    return [tasks[int(i)] for i in sorted(picks)]
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:

@@ -43,6 +43,22 @@ class Tool:
             },
         }
 
+    @classmethod
+    def from_schema(cls, schema: dict[str, Any]) -> Tool:
+        """The tool that `schema` describes (its inverse, for a client that reads schemas).
+
+        >>> Tool.from_schema(SEARCH.schema()) == SEARCH  # the example is not part of the schema
+        False
+        >>> Tool.from_schema(SEARCH.schema()).params == SEARCH.params
+        True
+        """
+        function = schema["function"]
+        properties = function["parameters"]["properties"]
+        params = tuple(
+            Param(name, p.get("description", ""), p.get("type", "string")) for name, p in properties.items()
+        )
+        return cls(function["name"], function["description"], params)
+
 
 SEARCH = Tool(
     "search",

@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from searchgym.commands.common import add_env_args, bounded_int, file_name, finite, generator_kwargs
 from searchgym.errors import SearchGymError
 from searchgym.files import check_writable_dir
@@ -75,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
     from searchgym.agents.policies.base import SamplingParams
     from searchgym.agents.registry import is_policy_agent
-    from searchgym.agents.rollout import episode_progress
+    from searchgym.agents.rollout import episode_progress, sample_tasks
     from searchgym.envs.contract import check_trainable_env
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
@@ -93,9 +91,8 @@ def run(args: argparse.Namespace) -> int:
     probe = make(args.env, **make_kwargs)
     all_tasks = check_trainable_env(probe)
     probe.close()
-    n = min(args.n, len(all_tasks))
-    picks = np.random.default_rng(args.seed).choice(len(all_tasks), size=n, replace=False)
-    tasks = [all_tasks[int(i)] for i in sorted(picks)]
+    tasks = sample_tasks(all_tasks, args.n, args.seed)
+    n = len(tasks)
 
     results: dict[str, dict[str, Any]] = {}
     for name in agent_names:

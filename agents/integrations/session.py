@@ -1,0 +1,175 @@
+"""One searchgym env played for another trainer: what every adapter shares.
+
+An `EnvSession` wraps a made env (by id and options, as ``searchgym eval`` makes it) and plays it
+the two ways other trainers send actions: raw model text (parsed by the env's own protocol) or a
+structured tool call (``call("search", {"query": ...})``, written in the env's protocol and then
+parsed like any text, so invalid arguments, costs and turn limits are exactly the env's). It
+records the episode as `searchgym.agents.rollout.Episode` does, so an adapter's figures can be
+compared with ``searchgym eval``'s, and reports ``info`` as JSON (`jsonable`) for the wire.
+
+On the client side, `agent_reset_info` turns such JSON back into the `ResetInfo` a scripted agent
+reads (its task and the env's action protocol), so the oracle and heuristic agents can play an env
+across any transport.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from searchgym.agents.rollout import Episode
+from searchgym.envs.contract import check_reset_info, check_step_info, check_trainable_env
+from searchgym.envs.protocols import ActionProtocol, make_protocol
+from searchgym.envs.registry import make
+from searchgym.envs.tools import Tool, ToolCall
+from searchgym.errors import ConfigError
+from searchgym.tasks.task import Task
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one step returned, with ``info`` as JSON (`jsonable`)."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+class EnvSession:
+    """A searchgym env for one client: ``reset`` picks a task, ``step`` plays text, ``call`` plays a
+    tool call; ``episode`` is the episode so far (see the module docstring)."""
+
+    def __init__(self, env: str | gym.Env, **env_kwargs: Any) -> None:
+        if isinstance(env, str):
+            self.env_id = env
+            env = make(env, **env_kwargs)
+        elif env_kwargs:
+            raise ConfigError(f"env options {sorted(env_kwargs)} apply only when the env is given by id")
+        else:
+            self.env_id = env.spec.id if env.spec else type(env.unwrapped).__name__
+        self.env = env
+        self.tasks: Sequence[Task] = check_trainable_env(env)
+        self.protocol: ActionProtocol = env.unwrapped.protocol
+        self.episode: Episode | None = None
+        self.reset_info: dict[str, Any] = {}
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return self.protocol.tools
+
+    @property
+    def done(self) -> bool:
+        return self.episode is None or self.episode.terminated or self.episode.truncated
+
+    def task(self, *, task_index: int | None = None, task_id: str | None = None) -> Task:
+        """One of the env's tasks by position or id; `ConfigError` naming the valid range."""
+        if task_id is not None:
+            for task in self.tasks:
+                if task.id == task_id:
+                    return task
+            raise ConfigError(f"task {task_id!r} is not one of the {len(self.tasks)} tasks of {self.env_id}")
+        if task_index is None or not 0 <= task_index < len(self.tasks):
+            raise ConfigError(
+                f"task_index must be in [0, {len(self.tasks)}) for {self.env_id}, got {task_index}"
+            )
+        return self.tasks[task_index]
+
+    def reset(
+        self,
+        *,
+        seed: int | None = None,
+        task: Task | None = None,
+        task_index: int | None = None,
+        task_id: str | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """Start an episode: of ``task``, of one of the env's tasks (``task_index`` or
+        ``task_id``), or of the task the env's RNG draws after seeding it with ``seed``. Returns
+        the first observation and the reset info as JSON (the raw info is ``reset_info``)."""
+        if task is None and (task_index is not None or task_id is not None):
+            task = self.task(task_index=task_index, task_id=task_id)
+        observation, info = self.env.reset(seed=seed, options={"task": task} if task else None)
+        check_reset_info(info, self.env)
+        self.reset_info = info
+        self.episode = Episode.of(info["task"])
+        return observation, {**jsonable(info), "tools": [t.schema() for t in self.tools]}
+
+    def step(self, text: str) -> Step:
+        """Play ``text`` as the agent's next action (parsed by the env's protocol)."""
+        if self.episode is None:
+            raise RuntimeError("no episode: call reset() first")
+        if self.done:
+            raise RuntimeError("the episode is over: call reset() to start another")
+        observation, reward, terminated, truncated, info = self.env.step(text)
+        check_step_info(info, self.env)
+        self.episode.record(text, observation, reward, terminated, truncated, info)
+        return Step(observation, float(reward), bool(terminated), bool(truncated), jsonable(info))
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Step:
+        """Play one call of the tool ``name`` as the agent's next action. A tool the env lacks or
+        arguments it does not take are the caller's error (`ValueError`, nothing is played);
+        an empty argument is played, and the env counts it as an invalid action."""
+        self.action_text(name, arguments)  # checks before anything is played
+        return self.step(self.action_text(name, arguments))
+
+    def action_text(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """The text, in the env's protocol, of one call of ``name`` with ``arguments``."""
+        tool = next((t for t in self.tools if t.name == name), None)
+        if tool is None:
+            raise ValueError(
+                f"unknown tool {name!r}; the tools of {self.env_id} are {[t.name for t in self.tools]}"
+            )
+        expected = {p.name for p in tool.params}
+        if set(arguments) != expected or not all(isinstance(v, str) for v in arguments.values()):
+            raise ValueError(
+                f"{name} takes exactly the string argument(s) {sorted(expected)}, got {dict(arguments)!r}"
+            )
+        return self.protocol.format_call(ToolCall(name, dict(arguments)))
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON: tasks as their dicts, protocols by name, dataclasses as dicts,
+    non-finite floats as None, anything else unknown as its ``str``.
+
+    >>> jsonable({"x": (1, float("nan")), "task": Task("t", "Q?", ("A",))})["x"]
+    [1, None]
+    """
+    if isinstance(value, Task):
+        return value.to_dict()
+    if isinstance(value, ActionProtocol):
+        return value.name
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    return str(value)
+
+
+def agent_reset_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The `ResetInfo` a scripted agent reads, rebuilt from `EnvSession.reset`'s JSON info: the
+    task and the env's action protocol over the same tools."""
+    tools = [Tool.from_schema(schema) for schema in info["tools"]]
+    return {
+        **info,
+        "task": Task.from_dict(info["task"]),
+        "protocol": make_protocol(info["protocol"], tools),
+    }
