@@ -1,0 +1,158 @@
+"""A searchgym env as an OpenEnv ``Environment``: the messages and the env one server session plays.
+
+OpenEnv (PyPI ``openenv``) serves an ``Environment`` over HTTP and WebSocket, one instance per
+session, with pydantic messages. Here:
+
+- `SearchgymAction`: either ``text`` (raw model text, parsed by the env's own action protocol,
+  for trainers that send what the model wrote) or ``tool`` with ``arguments`` (a structured call
+  of one of the env's tools: ``{"tool": "search", "arguments": {"query": "..."}}``).
+- `SearchgymObservation`: the observation ``text``, the step's ``reward``, ``done``, the step's
+  ``reward_components`` and the env's ``info`` (as JSON; at reset it also holds the task and the
+  tools' schemas) in ``metadata``.
+- `SearchgymState`: the episode so far (task, turn, summed reward and components, counters).
+
+`SearchgymEnvironment` plays one `EnvSession`. Its ``reset`` takes ``seed``, ``task_index`` and
+``task_id``; the step of an env with no episode (OpenEnv's stateless ``POST /step`` makes a fresh
+env each request) raises `NoEpisodeError`, which the server answers with 409.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field, model_validator
+
+from searchgym import __version__
+from searchgym.agents.integrations.session import EnvSession, Step
+
+
+class NoEpisodeError(RuntimeError):
+    """A step was sent to a session with no episode running (never reset, or over)."""
+
+
+class SearchgymAction(Action):
+    """One action: raw ``text`` in the env's protocol, or a ``tool`` call with its ``arguments``."""
+
+    text: str | None = Field(default=None, description="the model's text, parsed by the env's protocol")
+    tool: str | None = Field(default=None, description="a tool of the env (search, answer, open, ...)")
+    arguments: dict[str, str] = Field(default_factory=dict, description="the tool's arguments")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SearchgymAction:
+        if (self.text is None) == (self.tool is None):
+            raise ValueError('give either "text" (the model\'s text) or "tool" with "arguments", not both')
+        if self.text is not None and self.arguments:
+            raise ValueError('"arguments" go with "tool", not with "text"')
+        return self
+
+
+class SearchgymObservation(Observation):
+    """What the agent is shown, with the step's reward terms; ``metadata`` holds the env's info."""
+
+    text: str = Field(description="the observation: instructions and question at reset, then tool results")
+    reward_components: dict[str, float] = Field(
+        default_factory=dict, description="each reward term's value at this step"
+    )
+
+
+class SearchgymState(State):
+    """The episode so far."""
+
+    env_id: str = ""
+    task_id: str | None = None
+    done: bool = True
+    total_reward: float = 0.0
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    n_searches: int = 0
+    n_invalid: int = 0
+    n_errors: int = 0
+    obs_tokens: int = 0
+
+
+class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, SearchgymState]):
+    """One session's searchgym env (see the module docstring). Sessions share the env's retriever
+    (made once per process by `searchgym.make`), never an episode."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.session = EnvSession(env_id, **(env_kwargs or {}))
+        self._episode_id: str | None = None
+        self.first_text = ""
+        """The episode's first observation (its instructions and question)."""
+        self._lock = threading.Lock()  # WebSocket steps and MCP tool calls may reach one session
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_index: int | None = None,
+        task_id: str | None = None,
+    ) -> SearchgymObservation:
+        with self._lock:
+            text, info = self.session.reset(seed=seed, task_index=task_index, task_id=task_id)
+            self._episode_id, self.first_text = episode_id, text
+        return SearchgymObservation(text=text, done=False, reward=0.0, metadata=info)
+
+    def step(
+        self, action: SearchgymAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SearchgymObservation:
+        if action.text is not None:
+            return self._observe(lambda: self.session.step(action.text))
+        return self._observe(lambda: self.session.call(action.tool, action.arguments))
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> SearchgymObservation:
+        """One call of the tool ``name`` (what an MCP client's ``tools/call`` plays)."""
+        return self._observe(lambda: self.session.call(name, arguments))
+
+    def _observe(self, play) -> SearchgymObservation:
+        with self._lock:
+            if self.session.episode is not None and self.session.done:
+                raise NoEpisodeError("the episode is over: reset to start another")
+            if self.session.episode is None:
+                raise NoEpisodeError(
+                    "no episode is running in this session: reset first (OpenEnv's stateless POST /step "
+                    "plays a fresh env per request; play episodes over the WebSocket /ws or MCP /mcp)"
+                )
+            step: Step = play()
+        return SearchgymObservation(
+            text=step.observation,
+            done=step.done,
+            reward=step.reward,
+            reward_components=step.info.get("reward_components", {}),
+            metadata={**step.info, "terminated": step.terminated, "truncated": step.truncated},
+        )
+
+    @property
+    def state(self) -> SearchgymState:
+        episode = self.session.episode
+        if episode is None:
+            return SearchgymState(env_id=self.session.env_id)
+        return SearchgymState(
+            episode_id=self._episode_id,
+            step_count=episode.n_turns,
+            env_id=self.session.env_id,
+            task_id=episode.task_id,
+            done=self.session.done,
+            total_reward=episode.total_reward,
+            reward_components=dict(episode.reward_components),
+            n_searches=episode.n_searches,
+            n_invalid=episode.n_invalid,
+            n_errors=episode.n_errors,
+            obs_tokens=episode.obs_tokens,
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        tools = ", ".join(t.name for t in self.session.tools)
+        return EnvironmentMetadata(
+            name=self.session.env_id,
+            description=f"searchgym env {self.session.env_id}: answer a question with the tools {tools}",
+            version=__version__,
+        )
+
+    def close(self) -> None:
+        self.session.close()
