@@ -1,5 +1,5 @@
 """The one command-line entry point: ``searchgym list | eval | train | sweep | index build |
-serve | plot | view``. Each subcommand lives in its own module of `searchgym.commands`."""
+serve | serve-env | plot | view``. Each subcommand lives in its own module of `searchgym.commands`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from searchgym.errors import SearchGymError
 
-COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "plot", "view")
+COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "serve_env", "plot", "view")
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
 
 

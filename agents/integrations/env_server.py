@@ -13,7 +13,7 @@ Built on OpenEnv's own server (``openenv.core.env_server.HTTPEnvServer``), so an
 
 At most ``max_sessions`` sessions play at once (WebSocket and MCP together); one idle for
 ``idle_timeout_s`` is closed. A request body or WebSocket message over ``max_message_bytes`` is
-refused (413, or the WebSocket closes with 1009) and the server keeps serving.
+refused (413, or the WebSocket closes with 1009 and its session ends) and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from searchgym.agents.integrations.limits import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_SESSIONS,
+)
 from searchgym.agents.integrations.mcp_endpoint import McpEndpoint
 from searchgym.agents.integrations.openenv_env import (
     NoEpisodeError,
@@ -42,9 +47,6 @@ from searchgym.agents.integrations.openenv_env import (
 from searchgym.agents.integrations.session import EnvSession
 from searchgym.errors import ConfigError
 
-DEFAULT_MAX_SESSIONS = 64
-DEFAULT_IDLE_TIMEOUT_S = 300.0
-DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 
 
@@ -67,7 +69,7 @@ def create_env_app(
     if max_message_bytes < 1024:
         raise ConfigError(f"max_message_bytes must be at least 1024, got {max_message_bytes}")
     probe = EnvSession(env_id, **env_kwargs)
-    env_server = HTTPEnvServer(
+    env_server = _EnvServer(
         functools.partial(SearchgymEnvironment, env_id, env_kwargs),
         SearchgymAction,
         SearchgymObservation,
@@ -97,23 +99,35 @@ def create_env_app(
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/mcp"]
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     app.add_exception_handler(NoEpisodeError, _conflict)
-    app.add_middleware(_BodyLimit, max_bytes=max_message_bytes)
+    app.add_middleware(_MessageLimit, max_bytes=max_message_bytes)
     app.state.env_server = env_server
     return app
+
+
+class _EnvServer(HTTPEnvServer):
+    """OpenEnv's server, telling each session's env its id (its reset observation carries it, so
+    a trainer on ``/ws`` can hand ``/mcp?session_id=ID`` to the agent it trains)."""
+
+    async def _create_session(self) -> tuple[str, Any]:
+        session_id, env = await super()._create_session()
+        env.session_id = session_id
+        return session_id, env
 
 
 async def _conflict(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=409)
 
 
-class _BodyLimit:
-    """Refuse an HTTP request whose body is larger than ``max_bytes`` (413), before reading it
-    whole; WebSocket messages are bounded by the server's ``ws_max_size``."""
+class _MessageLimit:
+    """Refuse an HTTP request body larger than ``max_bytes`` (413, before reading it whole) and
+    close a WebSocket that sends a larger message (1009, its session then ends as on a disconnect)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            return await self.app(scope, self._websocket_receive(receive, send), send)
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length", b"")
@@ -133,6 +147,18 @@ class _BodyLimit:
             await self.app(scope, counted, send)
         except _TooLarge:
             await self._refuse(scope, receive, send)
+
+    def _websocket_receive(self, receive: Receive, send: Send) -> Receive:
+        async def bounded() -> dict[str, Any]:
+            message = await receive()
+            payload = message.get("text") or message.get("bytes") or ""
+            if message["type"] == "websocket.receive" and len(payload) > self.max_bytes:
+                reason = f"message larger than {self.max_bytes:,} bytes"
+                await send({"type": "websocket.close", "code": 1009, "reason": reason})
+                return {"type": "websocket.disconnect", "code": 1009, "reason": reason}
+            return message
+
+        return bounded
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         detail = f"the request body is larger than {self.max_bytes:,} bytes (serve-env --max-message-kb)"

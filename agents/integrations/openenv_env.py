@@ -24,6 +24,7 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from searchgym import __version__
 from searchgym.agents.integrations.session import EnvSession, Step
@@ -43,9 +44,11 @@ class SearchgymAction(Action):
     @model_validator(mode="after")
     def _one_kind(self) -> SearchgymAction:
         if (self.text is None) == (self.tool is None):
-            raise ValueError('give either "text" (the model\'s text) or "tool" with "arguments", not both')
+            raise PydanticCustomError(
+                "searchgym_action", 'give either "text" (the model\'s text) or "tool" with "arguments"'
+            )
         if self.text is not None and self.arguments:
-            raise ValueError('"arguments" go with "tool", not with "text"')
+            raise PydanticCustomError("searchgym_action", '"arguments" go with "tool", not with "text"')
         return self
 
 
@@ -84,6 +87,8 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
         self._episode_id: str | None = None
         self.first_text = ""
         """The episode's first observation (its instructions and question)."""
+        self.session_id: str | None = None
+        """The server's id of this session (set by `searchgym serve-env`'s server)."""
         self._lock = threading.Lock()  # WebSocket steps and MCP tool calls may reach one session
 
     def reset(
@@ -96,7 +101,9 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
         with self._lock:
             text, info = self.session.reset(seed=seed, task_index=task_index, task_id=task_id)
             self._episode_id, self.first_text = episode_id, text
-        return SearchgymObservation(text=text, done=False, reward=0.0, metadata=info)
+        return SearchgymObservation(
+            text=text, done=False, reward=0.0, metadata={**info, "session_id": self.session_id}
+        )
 
     def step(
         self, action: SearchgymAction, timeout_s: float | None = None, **kwargs: Any

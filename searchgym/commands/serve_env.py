@@ -1,0 +1,68 @@
+"""``searchgym serve-env``: a registered env as an OpenEnv server, its tools over MCP."""
+
+from __future__ import annotations
+
+import argparse
+
+from searchgym.commands.common import add_env_args, bounded_int
+
+DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from searchgym.agents.integrations.limits import (
+        DEFAULT_IDLE_TIMEOUT_S,
+        DEFAULT_MAX_MESSAGE_BYTES,
+        DEFAULT_MAX_SESSIONS,
+    )
+
+    p = sub.add_parser(
+        "serve-env",
+        help="serve an env to other trainers: OpenEnv (HTTP, WebSocket) and its tools over MCP",
+        description="Serve ENV_ID as an OpenEnv server: WebSocket sessions at /ws, /schema, /health, and "
+        "the env's tools over MCP at /mcp (see docs/trainers/openenv.md).",
+    )
+    p.add_argument("env_id", nargs="?", default=DEFAULT_ENV, help=f"environment id (default {DEFAULT_ENV})")
+    add_env_args(p, "keyword argument for the env, value read as YAML (e.g. -E split=test -E protocol=tags)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    p.add_argument("--port", type=bounded_int(0, 65535), default=8001, help="0 to 65535 (default 8001)")
+    p.add_argument(
+        "--max-sessions",
+        type=bounded_int(1),
+        default=DEFAULT_MAX_SESSIONS,
+        help=f"sessions playing at once, WebSocket and MCP together (default {DEFAULT_MAX_SESSIONS})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=bounded_int(1),
+        default=int(DEFAULT_IDLE_TIMEOUT_S),
+        help=f"seconds before an idle session is closed (default {DEFAULT_IDLE_TIMEOUT_S:.0f})",
+    )
+    p.add_argument(
+        "--max-message-kb",
+        type=bounded_int(1),
+        default=DEFAULT_MAX_MESSAGE_BYTES // 1024,
+        help="largest request body or WebSocket message in KiB (413 or close 1009 above; default "
+        f"{DEFAULT_MAX_MESSAGE_BYTES // 1024})",
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from searchgym.agents.integrations.env_server import create_env_app
+
+    max_bytes = args.max_message_kb * 1024
+    app = create_env_app(
+        args.env_id,
+        dict(args.env_arg),
+        max_sessions=args.max_sessions,
+        idle_timeout_s=float(args.idle_timeout),
+        max_message_bytes=max_bytes,
+        host=args.host,
+    )
+    url = f"http://{args.host}:{args.port}"
+    print(f"serving {args.env_id} on {url}  (OpenEnv: {url}/ws  MCP: {url}/mcp)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", ws_max_size=max_bytes)
+    return 0
