@@ -6,6 +6,15 @@ import pkgutil
 
 import pytest
 
+from searchgym.errors import DependencyNotInstalled
+
+# Adapters whose package cannot share the main venv (.ci/side-venvs): their doctests run in their
+# side venv's tests (tests/agents/test_verl_adapter.py, test_verifiers_env.py).
+SIDE_VENV_MODULES = {
+    "searchgym.agents.integrations.verl": "verl",
+    "searchgym.agents.integrations.verifiers_taskset": "verifiers",
+}
+
 
 def modules() -> list[str]:
     names = ["searchgym", "searchgym.errors", "searchgym.files", "searchgym.plots"]
@@ -22,5 +31,11 @@ MODULES = modules()
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    try:
+        module = importlib.import_module(name)
+    except DependencyNotInstalled:
+        if name not in SIDE_VENV_MODULES:
+            raise
+        pytest.skip(f"{SIDE_VENV_MODULES[name]} is not in this venv; its side venv's tests run these examples")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed"

@@ -1,6 +1,5 @@
 """The README's first lines are the two commands a new user runs; keep them true."""
 
-import ast
 import json
 import os
 import re
@@ -126,48 +125,3 @@ def test_your_own_env_stops_an_agent_that_never_answers():
         del REWARDS._specs["short_answer"]
 
 
-def test_the_trl_block_trains_on_the_env_its_warm_start_used():
-    from searchgym.agents.train.config import load_config
-
-    block = readme_block("Train with trl", "python")
-    options = ast.literal_eval(re.search(r"^options = (\{.*\})$", block, re.M).group(1))
-    [command] = [line for line in readme_block("Train with trl", "bash").splitlines() if line.strip()]
-    cfg = load_config(ROOT / shlex.split(command.split("#")[0])[3])
-    warm_env = {**cfg.env_kwargs, "max_turns": cfg.max_turns, "rewards": cfg.rewards}
-    assert warm_env == {"protocol": "tool_calls", **options}
-    assert cfg.chat_template == "qwen2_5" and cfg.steps == 0 and cfg.warm_start_episodes > 0
-    assert f'trl_model("{cfg.run_dir}")' in block
-
-
-@pytest.mark.slow
-def test_train_with_trl_runs_as_written(tmp_path, monkeypatch):
-    """The trl section on a CPU: its warm start, shortened to 16 oracle episodes through the
-    ``--set`` the config names, then its trl block verbatim, two GRPO steps. trl parses the warm-started
-    SmolLM2's tool calls, the env's reward reaches it and the update changes the weights. (A random
-    tiny Llama cannot stand in: a test-sized warm start does not teach it to write a well-formed call
-    about a question it has not seen, so trl would get no call and no reward.)"""
-    import torch
-    from safetensors.torch import load_file
-
-    [command] = [line for line in readme_block("Train with trl", "bash").splitlines() if line.strip()]
-    run = shlex.split(command.split("#")[0])
-    assert run[:2] == ["searchgym", "train"]
-    run_dir = tmp_path / "runs" / "trl-warm-start"  # where the block looks, from tmp_path
-    shorter = ["--set", "warm_start_episodes=16", "--run-dir", str(run_dir), "--no-progress"]
-    exe = Path(sys.executable).parent / "searchgym"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    result = subprocess.run([str(exe), *run[1:], *shorter], cwd=ROOT, capture_output=True, text=True, env=env,
-                            timeout=1800)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-
-    monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    exec(compile(readme_block("Train with trl", "python"), "README.md", "exec"), namespace)
-    trainer = namespace["trainer"]
-    logs = [h for h in trainer.state.log_history if "loss" in h]
-    assert trainer.state.global_step == 2 and len(logs) == 2
-    assert all(h["tools/call_frequency"] > 0 for h in logs)  # trl parsed the model's calls
-    assert max(h["rewards/TrlEnv/mean"] for h in logs) > 0  # and the env's reward reached it
-    warm = load_file(run_dir / "checkpoints" / "step-000000" / "model.safetensors")
-    trained = {k: v.detach().float().cpu() for k, v in trainer.model.state_dict().items()}
-    assert any(not torch.equal(warm[k].float(), trained[k]) for k in warm), "no parameter changed"

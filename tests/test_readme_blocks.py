@@ -38,8 +38,6 @@ BLOCKS = {
     ("Indexes and the retrieval server", "bash", 0): "test_the_index_builds_and_the_server_run_as_written",
     ("The web and the planner", "python", 0): "test_the_live_web_env_builds_as_written",
     ("The web and the planner", "bash", 0): "test_the_sweeps_run_shortened",
-    ("Train with trl", "bash", 0): "test_readme.py::test_train_with_trl_runs_as_written",
-    ("Train with trl", "python", 0): "test_readme.py::test_train_with_trl_runs_as_written",
 }
 # The shortening the README names for its train commands (`--set KEY=VALUE`, `--set model=PATH`)
 SHORT = (
