@@ -16,7 +16,7 @@ instruct model has both. SmolLM2 has neither: warm start it first with ``searchg
 --config configs/trl_warm_start.yaml``. That is SFT on the oracle agent's episodes under trl's
 Qwen2.5 template, which searchgym then renders exactly as trl does (see
 `searchgym.agents.policies.agent`). `trl_model` gives the checkpoint to load and checks its
-template. The README's "Train with trl" runs it on a CPU::
+template. docs/trainers/trl.md runs it on a CPU::
 
     import torch
     from trl import GRPOConfig, GRPOTrainer
