@@ -6,6 +6,9 @@
 
 __version__ = "0.1.0"
 
+import importlib
+import importlib.util
+
 from searchgym.envs.registry import list_ids, make, register  # noqa: E402  (registers the envs)
 from searchgym.registry import (  # noqa: E402
     list_agents,
@@ -34,3 +37,20 @@ __all__ = [
     "register_retriever",
     "register_reward",
 ]
+
+# verifiers loads plug-ins by module name: ``vf-eval searchgym`` (verifiers 0.4) takes the Taskset
+# and Harness subclasses this module's __all__ exports. They resolve lazily (`__getattr__`), so
+# that `import searchgym` never imports verifiers; __all__ names them only where verifiers is
+# installed, so that `from searchgym import *` works without it.
+_VERIFIERS = {
+    "SearchgymTaskset": "searchgym.agents.integrations.verifiers_taskset",
+    "SearchgymHarness": "searchgym.agents.integrations.verifiers_taskset",
+}
+if importlib.util.find_spec("verifiers") is not None:
+    __all__ += ["SearchgymHarness", "SearchgymTaskset"]
+
+
+def __getattr__(name: str) -> object:
+    if name in _VERIFIERS:
+        return getattr(importlib.import_module(_VERIFIERS[name]), name)
+    raise AttributeError(f"module 'searchgym' has no attribute {name!r}")

@@ -5,7 +5,8 @@ reply text comes from a script, is split into word tokens (each with a log-prob)
 earliest stop string of the request (dropping it from the text, reporting it as ``stop_reason``)
 or at ``max_tokens``. It records every request and how many were in flight at once, and can be
 told to fail: `fail` queues replies (errors, ``Retry-After`` headers, slow answers) that the
-next requests get before the script is consulted.
+next requests get before the script is consulted. A chat reply may call tools instead: a `Reply`
+with ``tool_calls`` (``[(name, arguments), ...]``) answers with an OpenAI ``tool_calls`` message.
 
     with OpenAIServer(lambda body: "hello") as server:
         policy = OpenAIPolicy("m", base_url=server.url)
@@ -14,6 +15,7 @@ next requests get before the script is consulted.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import zlib
 from collections.abc import Callable, Sequence
@@ -35,6 +37,8 @@ class Reply:
     status: int = 200
     message: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Function calls ``(name, arguments)`` of a chat reply, after ``text`` (its content, if any)."""
 
 
 Script = Callable[[dict[str, Any]], "str | Reply"]
@@ -122,8 +126,25 @@ class OpenAIServer:
                 error = {"error": {"message": reply.message, "type": "test_error", "code": reply.status}}
                 return JSONResponse(error, status_code=reply.status, headers=reply.headers)
             choice = self._choice(body, reply.text, chat=chat)
+            if reply.tool_calls and chat:
+                choice["finish_reason"] = "tool_calls"
+                choice["message"]["content"] = reply.text or None
+                choice["message"]["tool_calls"] = [
+                    {
+                        "id": f"call_{len(self.requests)}_{i}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(arguments)},
+                    }
+                    for i, (name, arguments) in enumerate(reply.tool_calls)
+                ]
             return JSONResponse(
-                {"object": "chat.completion" if chat else "text_completion", "choices": [choice]}
+                {
+                    "id": f"cmpl-{len(self.requests)}",
+                    "object": "chat.completion" if chat else "text_completion",
+                    "created": 0,
+                    "model": body.get("model", ""),
+                    "choices": [choice],
+                }
             )
         finally:
             self.in_flight -= 1

@@ -1,0 +1,116 @@
+"""Any searchgym env for verifiers (PyPI ``verifiers``): the parts of the adapter that do not
+import verifiers.
+
+verifiers 0.4 (the ``verifiers.v1`` API) loads a *taskset* by id: ``vf-eval searchgym ...``
+imports the module ``searchgym`` and takes the `Taskset` and `Harness` subclasses its ``__all__``
+exports, which ``searchgym/__init__.py`` forwards, lazily, to
+`searchgym.agents.integrations.verifiers_taskset`. It is built from these parts:
+
+- the tasks (`env_tasks`): the env's own, or the ``n`` that ``searchgym eval --n N --seed S``
+  plays, each reset with ``seed + i`` as eval resets it; the prompt is the env's first
+  observation (its instructions and the question);
+- the tools: the env's `Tool` definitions, each call played through `EnvSession.call`, so
+  retrieval, invalid arguments, costs and the turn limit are exactly the env's; the model reads
+  `tool_result`;
+- the rewards (`reward_weights`): the env's reward components (outcome, format, cost and any
+  episode terms), each under its own name with the env's weight, so that their weighted sum is
+  the env's summed episode reward.
+
+Env options (``split``, ``hops``, ``protocol``, ``rewards``, ...) are the keyword arguments of
+``searchgym.make``, as ``searchgym eval -E key=value`` passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from searchgym.agents.integrations.session import EnvSession, Step
+from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
+from searchgym.agents.rollout import Episode, sample_tasks
+from searchgym.envs.rewards import RewardWeights
+from searchgym.errors import ConfigError
+from searchgym.tasks.task import Task
+
+DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+INSTALL = 'pip install "searchgym[verifiers]"'
+
+__all__ = [
+    "DEFAULT_ENV",
+    "EPISODE_OVER",
+    "EnvTask",
+    "env_tasks",
+    "episode_components",
+    "play",
+    "reward_weights",
+    "tool_result",
+]
+
+
+@dataclass(frozen=True)
+class EnvTask:
+    """One task as verifiers receives it: the env's first observation as the prompt, the task,
+    and the seed its env is reset with."""
+
+    prompt: str
+    task: Task
+    seed: int
+
+
+def env_tasks(session: EnvSession, n: int | None = None, seed: int = 0) -> list[EnvTask]:
+    """The env's tasks, or the ``n`` that ``searchgym eval --n N --seed SEED`` plays, in its order;
+    task ``i`` is reset with ``seed + i``, as eval resets it."""
+    if n is not None and n < 1:
+        raise ConfigError(f"n must be at least 1 (or None for all the env's tasks), got {n}")
+    tasks = list(session.tasks) if n is None else sample_tasks(session.tasks, n, seed)
+    rows = []
+    for i, task in enumerate(tasks):
+        prompt, _ = session.reset(seed=seed + i, task=task)
+        rows.append(EnvTask(prompt, task, seed + i))
+    return rows
+
+
+def reward_weights(env: gym.Env) -> dict[str, float]:
+    """The weight of each reward component the env reports in ``info["reward_components"]``: the
+    env's step reward is the weighted sum of its components (the cost enters with weight -1).
+
+    >>> import searchgym
+    >>> rewards = {"format": 0.1, "terms": {"evidence_recall": 0.5}}
+    >>> reward_weights(searchgym.make(DEFAULT_ENV, rewards=rewards))
+    {'outcome': 1.0, 'format': 0.1, 'cost': -1.0, 'evidence_recall': 0.5}
+    """
+    weights = getattr(env.unwrapped, "rewards", None)
+    if not isinstance(weights, RewardWeights):
+        raise ConfigError(
+            f"the verifiers adapter hands over RewardWeights' components; {type(env.unwrapped).__name__} "
+            f"rewards with {type(weights).__name__}: use a SearchEnv or WebEnv id"
+        )
+    builtin = {"outcome": weights.outcome, "format": weights.format, "cost": -1.0}
+    return {**builtin, **{name: float(w) for name, w in weights.terms.items()}}
+
+
+def tool_result(session: EnvSession, step: Step) -> str:
+    """What the model reads after a tool call: the env's observation without its result tags,
+    and the end of the episode when there is one."""
+    if step.terminated:  # only an answer terminates
+        return ANSWERED
+    text = session.protocol.unwrap_result(step.observation)
+    return f"{text}\n\n{TURN_LIMIT}".lstrip() if step.truncated else text
+
+
+def play(session: EnvSession, name: str, arguments: Mapping[str, Any]) -> str:
+    """Play one tool call in ``session`` and return `tool_result`; a call after the episode is
+    over steps nothing and says so. Unknown tools or arguments raise `ValueError` (nothing played)."""
+    if session.done:
+        return EPISODE_OVER
+    return tool_result(session, session.call(name, arguments))
+
+
+def episode_components(episode: Episode | None, names: Sequence[str]) -> dict[str, float]:
+    """Each named reward component summed over ``episode`` (0 for a component it has not reported
+    yet, or for no episode at all: a rollout that never called a tool earned nothing)."""
+    components = episode.reward_components if episode is not None else {}
+    return {name: float(components.get(name, 0.0)) for name in names}

@@ -1,0 +1,164 @@
+"""The verifiers adapter: verifiers' own loader and eval (in the side venv .venv-verifiers) play
+the searchgym taskset to exactly the native ``searchgym eval`` figures, and the parts both of
+verifiers' conventions share (tasks, tools, reward weights) behave as the env does."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from statistics import fmean
+
+import pytest
+from doc_blocks import doc_block
+from side_venvs import run_in
+
+import searchgym
+from searchgym.agents import make_agent, run_episodes, summarize
+from searchgym.agents.integrations.session import EnvSession
+from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
+from searchgym.agents.integrations.verifiers_env import DEFAULT_ENV, env_tasks, play, reward_weights
+from searchgym.agents.rollout import sample_tasks
+from searchgym.errors import DependencyNotInstalled
+
+SIDE = Path(__file__).with_name("verifiers_side.py")
+PAGE = "trainers/verifiers.md"
+FIGURES = ("n", "em", "f1", "cover_em", "searches", "turns", "invalid_rate", "truncated", "return")
+# the tool_calls run also weighs format, charges searches and observation tokens and adds an
+# episode term, so that every kind of reward component crosses over with its weight
+REWARDS = {"format": 0.2, "per_search": 0.05, "per_1k_obs_tokens": 0.1, "terms": {"evidence_recall": 0.5}}
+PROTOCOLS = {"tags": {"protocol": "tags"}, "tool_calls": {"protocol": "tool_calls", "rewards": REWARDS}}
+
+
+def native(options: dict, agent: str, n: int = 200) -> dict:
+    """What ``searchgym eval --agent AGENT --n N --seed 0 -E ...`` reports, in process."""
+    env = searchgym.make(DEFAULT_ENV, **options)
+    tasks = sample_tasks(env.unwrapped.tasks, n, 0)
+    episodes = run_episodes(
+        lambda: searchgym.make(DEFAULT_ENV, **options),
+        functools.partial(make_agent, agent, seed=0),
+        tasks,
+        n_envs=4,
+    )
+    names = reward_weights(env)
+    return {
+        **{k: summarize(episodes)[k] for k in FIGURES},
+        "components": {name: fmean(ep.reward_components.get(name, 0.0) for ep in episodes) for name in names},
+        "weights": names,
+        "task_ids": sorted(ep.task_id for ep in episodes),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_verifiers_eval_gives_the_native_figures(protocol):
+    options = PROTOCOLS[protocol]
+    runs = [
+        {"name": agent, "agent": agent, "options": options, "n": 200} for agent in ("oracle", "heuristic")
+    ]
+    if protocol == "tags":  # the faults, on two tasks, in the same eval
+        runs.append({"name": "faulty", "agent": "faulty", "options": {**options, "max_turns": 5}, "n": 2})
+    report = run_in("verifiers", SIDE, "v1", json.dumps(runs))
+    for agent in ("oracle", "heuristic"):
+        want, got = native(options, agent), report[agent]
+        assert sorted(got["task_ids"]) == want["task_ids"]
+        for key in FIGURES:
+            assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), (agent, key)
+        assert got["weights"] == want["weights"]  # each component under its name, with the env's weight
+        assert got["components"] == pytest.approx(want["components"], rel=1e-12, abs=1e-12)
+        assert got["reward"] == pytest.approx(want["return"], rel=1e-12, abs=1e-12)  # the trace's reward
+        assert got["metrics"] == pytest.approx({k: want[k] for k in ("em", "f1", "searches")})
+    assert report["heuristic"]["em"] < report["oracle"]["em"] == 1.0
+    if protocol == "tool_calls":
+        assert (
+            report["oracle"]["components"]["cost"] > 0
+            and report["oracle"]["components"]["evidence_recall"] > 0
+        )
+    else:
+        check_faults(report)
+
+
+def check_faults(report: dict) -> None:
+    """An empty query is the env's invalid action (its error observation, counted); an argument
+    the tool lacks and a tool the env lacks are refused before the env (no turn spent); the
+    env's turn limit (5) ends the episode and the harness stops asking the model."""
+    faulty = report["faulty"]
+    assert faulty["n"] == 2 and faulty["truncated"] == 1.0 and faulty["turns"] == 5
+    assert faulty["invalid_rate"] == pytest.approx(1 / 5) and faulty["searches"] == 4 and faulty["em"] == 0
+    conversations = report["faulty_requests"]
+    assert len(conversations) == 2 * 7  # per task: 5 played turns + 2 refused calls, none after the limit
+    last = max(conversations, key=len)
+    results = [m["content"] for m in last if m["role"] == "tool"]
+    session = EnvSession(DEFAULT_ENV, protocol="tags")
+    session.reset(task=session.tasks[0])
+    assert results[0] == play(session, "search", {"query": ""})  # the env's own error observation
+    assert "search needs a non-empty 'query'" in results[0]
+    assert "q" in results[1] and "query" in results[1] and "required" in results[1].lower()
+    assert results[2] == "error: unknown tool 'open'; the tools are ['answer', 'search']"
+    # the fifth search hit the limit: the harness stopped, so no request carries its result
+    assert len(results) == 6 and not any(TURN_LIMIT in r for r in results)
+
+
+def test_reward_names_and_weights_are_the_envs_and_sum_to_its_reward():
+    env = searchgym.make(DEFAULT_ENV, protocol="tool_calls", rewards=REWARDS)
+    weights = reward_weights(env)
+    assert weights == {"outcome": 1.0, "format": 0.2, "cost": -1.0, "evidence_recall": 0.5}
+    [episode] = run_episodes(
+        lambda: env, lambda: make_agent("oracle"), sample_tasks(env.unwrapped.tasks, 1, 0)
+    )
+    assert set(episode.reward_components) == set(weights)
+    weighted = sum(weights[name] * value for name, value in episode.reward_components.items())
+    assert weighted == pytest.approx(episode.total_reward) and episode.reward_components["cost"] > 0
+
+
+def test_tasks_are_the_ones_eval_plays_with_the_envs_first_observation():
+    session = EnvSession(DEFAULT_ENV, protocol="tags")
+    rows = env_tasks(session, 5, seed=3)
+    assert [r.task for r in rows] == sample_tasks(session.tasks, 5, 3)
+    assert [r.seed for r in rows] == [3, 4, 5, 6, 7]
+    first, _ = session.reset(task=rows[2].task)
+    assert rows[2].prompt == first and rows[2].task.question in first
+    assert len(env_tasks(session)) == len(session.tasks)
+
+
+def test_a_tool_call_plays_the_env_errors_and_limits_included():
+    session = EnvSession(DEFAULT_ENV, protocol="tool_calls", max_turns=2)
+    task = session.tasks[0]
+    session.reset(task=task)
+    error = play(session, "search", {"query": " "})  # an invalid action: the env's own error observation
+    assert error.startswith("Error: search needs a non-empty 'query'") and "tool_response" not in error
+    assert session.episode.n_invalid == 1 and not session.done
+    with pytest.raises(ValueError, match=r"search takes exactly the string argument\(s\) \['query'\]"):
+        play(session, "search", {"q": "x"})  # the caller's error: nothing played
+    with pytest.raises(ValueError, match=r"unknown tool 'open'; the tools of .* are \['search', 'answer'\]"):
+        play(session, "open", {"url": "x"})
+    assert play(session, "search", {"query": task.question}).endswith(TURN_LIMIT)
+    assert session.episode.truncated and session.episode.n_turns == 2
+    assert (
+        play(session, "answer", {"answer": task.answers[0]}) == EPISODE_OVER and session.episode.n_turns == 2
+    )
+    session.reset(task=task)
+    assert play(session, "answer", {"answer": task.answers[0]}) == ANSWERED and session.episode.em == 1.0
+
+
+def test_without_verifiers_the_error_names_the_extra():
+    if importlib.util.find_spec("verifiers") is not None:
+        pytest.skip("verifiers is installed in this venv")
+    with pytest.raises(DependencyNotInstalled, match=r'pip install "searchgym\[verifiers\]"'):
+        searchgym.SearchgymTaskset  # noqa: B018  (resolved lazily)
+    assert "SearchgymTaskset" not in searchgym.__all__  # `from searchgym import *` works without it
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        searchgym.nope  # noqa: B018
+
+
+@pytest.mark.slow
+def test_docs_page_runs():
+    """docs/trainers/verifiers.md: its vf-eval command (bash block 0) against a scripted
+    OpenAI-compatible server, and its Python example (python block 0)."""
+    report = run_in("verifiers", SIDE, "doc", doc_block(PAGE, "bash", 0), doc_block(PAGE, "python", 0))
+    assert report["eval"]["n"] == 20 and report["eval"]["em"] == 1.0 and report["eval"]["reward"] == 1.0
+    assert report["eval"]["weights"] == {"cost": -1.0, "format": 0.0, "outcome": 1.0}
+    name, question = report["python"].splitlines()[0].split(" | ")
+    assert name == "SearchgymTaskset" and question.startswith("Question: ")
+    assert report["python"].splitlines()[1] == "{'cost': -1.0, 'format': 0.0, 'outcome': 1.0}"
