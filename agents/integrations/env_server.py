@@ -90,8 +90,16 @@ def create_env_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with endpoint.manager.run():
-            yield
+        # A lifespan replaces Starlette's startup and shutdown events, so run those OpenEnv
+        # registered (its idle-session reaper) here.
+        for hook in app.router.on_startup:
+            await hook()
+        try:
+            async with endpoint.manager.run():
+                yield
+        finally:
+            for hook in app.router.on_shutdown:
+                await hook()
 
     app = FastAPI(title=f"searchgym {env_id}", lifespan=lifespan)
     env_server.register_routes(app)

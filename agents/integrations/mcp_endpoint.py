@@ -133,6 +133,7 @@ class McpEndpoint:
             session_id = self._own.get(mcp_id) or await self._open(mcp_id, params)
         env = self.env_server._sessions.get(session_id)
         if env is None:
+            self._own.pop(request.headers.get(SESSION_HEADER, ""), None)
             raise LookupError(f"no session {session_id!r} on this server (it ended, or was idle too long)")
         return session_id, env
 

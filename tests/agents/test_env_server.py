@@ -250,3 +250,14 @@ def test_bad_server_options_fail_before_serving():
         create_env_app(ENV, max_sessions=0)
     with pytest.raises(ValueError, match="unknown action protocol 'xml'"):
         create_env_app(ENV, {"protocol": "xml"})
+
+
+def test_an_idle_session_is_closed_after_the_timeout():
+    app = create_env_app(ENV, idle_timeout_s=1.0)
+    with ServerThread(app) as server, SearchgymEnvClient(base_url=server.url).sync() as env:
+        env.reset(task_index=0)
+        assert app.state.env_server.active_sessions == 1
+        deadline = time.monotonic() + 15  # OpenEnv's reaper looks every 5 s at the least
+        while app.state.env_server.active_sessions and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert app.state.env_server.active_sessions == 0
