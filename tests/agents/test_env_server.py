@@ -233,6 +233,16 @@ def test_bad_messages_get_an_error_naming_them_and_the_server_keeps_serving():
         assert httpx.post(f"{server.url}/step", json={"action": {"tool": 3}}).status_code == 422
         assert httpx.post(f"{server.url}/step", json={"action": {"text": "x"}}).status_code == 409
         assert httpx.get(f"{server.url}/health").json() == {"status": "healthy"}
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        mcp_headers = {"Accept": "application/json, text/event-stream"}
+        reply = httpx.post(
+            f"{server.url}/mcp", json=initialize, headers={**mcp_headers, "Host": "evil.example"}
+        )
+        assert reply.status_code == 421  # a page that rebinds its name to loopback cannot reach the tools
+        reply = httpx.post(
+            f"{server.url}/mcp", content=b"{bad", headers={**mcp_headers, "Content-Type": "application/json"}
+        )
+        assert reply.status_code == 400 and "Parse error" in reply.text
         with SearchgymEnvClient(base_url=server.url).sync() as env:  # the one slot was freed
             assert env.reset(task_index=0).observation.text.startswith("Answer the given question")
 
