@@ -49,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
+    import anyio
     import uvicorn
 
     from searchgym.agents.integrations.env_server import create_env_app
@@ -61,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
         idle_timeout_s=float(args.idle_timeout),
         max_message_bytes=max_bytes,
         host=args.host,
+    )
+    # The MCP SDK logs a traceback whenever a client ends its session while its event stream is
+    # open (the stream is closed under the writer): that is a normal end, not an error.
+    logging.getLogger("mcp.server.streamable_http").addFilter(
+        lambda record: not (record.exc_info and isinstance(record.exc_info[1], anyio.ClosedResourceError))
     )
     url = f"http://{args.host}:{args.port}"
     print(f"serving {args.env_id} on {url}  (OpenEnv: {url}/ws  MCP: {url}/mcp)", flush=True)
