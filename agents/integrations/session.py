@@ -140,6 +140,46 @@ class EnvSession:
         self.env.close()
 
 
+@dataclass(frozen=True)
+class TaskStart:
+    """A task as a trainer's dataset row starts it: its first observation (the prompt: the
+    instructions and the question) and the seed its env is reset with."""
+
+    task: Task
+    prompt: str
+    seed: int
+
+
+def task_starts(session: EnvSession, tasks: Sequence[Task] | None = None, seed: int = 0) -> list[TaskStart]:
+    """``tasks`` (default: the session's env's own) as `TaskStart`s, task ``i`` reset with seed
+    ``seed + i`` as ``searchgym eval`` resets it; `ConfigError` for no task."""
+    tasks = session.tasks if tasks is None else tasks
+    if not tasks:
+        raise ConfigError(f"no task to start for {session.env_id}: give at least one")
+    starts = []
+    for i, task in enumerate(tasks):
+        prompt, _ = session.reset(seed=seed + i, task=task)
+        starts.append(TaskStart(task, prompt, seed + i))
+    return starts
+
+
+def episode_figures(episode: Episode) -> dict[str, float]:
+    """One episode's figures, which averaged over episodes are ``searchgym eval``'s: ``em``,
+    ``f1``, ``cover_em``, ``searches``, ``turns``, ``invalid``, ``truncated``, ``return`` (the
+    summed reward) and each reward term's sum as ``reward/<name>``."""
+    return {
+        "em": episode.em,
+        "f1": episode.f1,
+        "cover_em": episode.cover_em,
+        "searches": float(episode.n_searches),
+        "turns": float(episode.n_turns),
+        "invalid": float(episode.n_invalid),
+        "truncated": float(episode.truncated),
+        "return": episode.total_reward,
+        **{f"reward/{name}": value for name, value in episode.reward_components.items()},
+    }
+
+
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON: tasks as their dicts, protocols by name, dataclasses as dicts,
     non-finite floats as None, anything else unknown as its ``str``.

@@ -32,7 +32,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from searchgym.agents.integrations.session import EnvSession
+from searchgym.agents.integrations.session import EnvSession, episode_figures, task_starts
 from searchgym.agents.rollout import Episode
 from searchgym.errors import ConfigError, import_optional
 from searchgym.tasks.task import Task
@@ -89,19 +89,7 @@ class SkyRLEnv(_base_text_env.BaseTextEnv):
         ``reward/<name>``. Averaged over episodes (SkyRL's ``aggregate_metrics``), they are the
         figures of ``searchgym eval``."""
         ep = self.session.episode
-        if ep is None:
-            return {}
-        return {
-            "em": ep.em,
-            "f1": ep.f1,
-            "cover_em": ep.cover_em,
-            "searches": float(ep.n_searches),
-            "turns": float(ep.n_turns),
-            "invalid": float(ep.n_invalid),
-            "truncated": float(ep.truncated),
-            "return": ep.total_reward,
-            **{f"reward/{name}": value for name, value in ep.reward_components.items()},
-        }
+        return {} if ep is None else episode_figures(ep)
 
     def close(self) -> None:
         self.session.close()
@@ -135,22 +123,17 @@ def skyrl_dataset(
     ``searchgym eval`` seeds it). ``tasks`` default to the env's own, which ``env_kwargs`` (for
     example ``split="train"``) select; give the env the same ``env_kwargs`` in SkyRL's config."""
     session = EnvSession(env, **env_kwargs)
-    tasks = session.tasks if tasks is None else tasks
-    if not tasks:
-        raise ConfigError("skyrl_dataset needs at least one task")
-    rows = []
-    for i, task in enumerate(tasks):
-        observation, _ = session.reset(seed=seed + i, task=task)
-        rows.append(
-            {
-                "prompt": [{"role": "user", "content": observation}],
-                "env_class": env_class,
-                "data_source": env,
-                "task": json.dumps(task.to_dict(), ensure_ascii=False),
-                "task_id": task.id,
-                "seed": seed + i,
-            }
-        )
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": start.prompt}],
+            "env_class": env_class,
+            "data_source": env,
+            "task": json.dumps(start.task.to_dict(), ensure_ascii=False),
+            "task_id": start.task.id,
+            "seed": start.seed,
+        }
+        for start in task_starts(session, tasks, seed)
+    ]
     session.close()
     return rows
 

@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from searchgym.agents.integrations.session import EnvSession, Step
+from searchgym.agents.integrations.session import EnvSession, Step, episode_figures, task_starts
 from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
-from searchgym.agents.rollout import Episode
 from searchgym.errors import ConfigError, import_optional
 from searchgym.tasks.task import Task
 
@@ -207,19 +206,6 @@ def tool_reward(
     return float(sum((extra_info or {}).get("tool_rewards") or []))
 
 
-def episode_figures(episode: Episode) -> dict[str, float]:
-    """What ``searchgym eval`` averages, for one episode: ``em``, ``f1``, ``searches``, ``turns``
-    and ``return``, plus each reward term's sum as ``reward/<name>``."""
-    return {
-        "em": episode.em,
-        "f1": episode.f1,
-        "searches": float(episode.n_searches),
-        "turns": float(episode.n_turns),
-        "return": episode.total_reward,
-        **{f"reward/{name}": value for name, value in episode.reward_components.items()},
-    }
-
-
 def verl_rows(
     env: str = DEFAULT_ENV,
     tasks: Sequence[Task] | None = None,
@@ -233,20 +219,16 @@ def verl_rows(
     ``extra_info`` (``index``, ``task`` as JSON, the reset ``seed`` ``seed + i`` as ``searchgym
     eval`` seeds task i, and the same as ``tools_kwargs`` for `SearchgymTool`)."""
     session = EnvSession(env, **env_kwargs)
-    tasks = session.tasks if tasks is None else tasks
-    if not tasks:
-        raise ConfigError("verl_rows needs at least one task")
     rows = []
-    for i, task in enumerate(tasks):
-        observation, _ = session.reset(seed=seed + i, task=task)
-        where = {"task": json.dumps(task.to_dict(), ensure_ascii=False), "seed": seed + i}
+    for i, start in enumerate(task_starts(session, tasks, seed)):
+        where = {"task": json.dumps(start.task.to_dict(), ensure_ascii=False), "seed": start.seed}
         tools_kwargs = {tool.name: {"create_kwargs": where} for tool in session.tools}
         rows.append(
             {
                 "data_source": env,
-                "prompt": [{"role": "user", "content": observation}],
+                "prompt": [{"role": "user", "content": start.prompt}],
                 "agent_name": agent_name,
-                "reward_model": {"style": "rule", "ground_truth": list(task.answers)},
+                "reward_model": {"style": "rule", "ground_truth": list(start.task.answers)},
                 "extra_info": {"index": i, **where, "tools_kwargs": tools_kwargs},
             }
         )
@@ -321,7 +303,6 @@ __all__ = [
     "AGENT_NAME",
     "SearchgymAgentLoop",
     "SearchgymTool",
-    "episode_figures",
     "prepare_verl_data",
     "tool_reward",
     "verl_rows",

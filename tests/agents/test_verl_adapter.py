@@ -44,13 +44,16 @@ def test_verls_worker_pads_scores_and_logs_the_episode(report):
     assert all(0 < s <= 160 for s in tokens["worker_mask_sums"])
     assert tokens["worker_rm_at_last"] == [0.0, 0.0] and tokens["worker_rm_total"] == 0.0  # random text
     assert tokens["worker_extra_keys"] == [
+        "cover_em",
         "em",
         "f1",
+        "invalid",
         "return",
         "reward/cost",
         "reward/format",
         "reward/outcome",
         "searches",
+        "truncated",
         "turns",
     ]
     assert report["registered"] == "searchgym.agents.integrations.verl.SearchgymAgentLoop"
