@@ -29,6 +29,7 @@ __all__ = [
     "list_policies",
     "list_retrievers",
     "list_rewards",
+    "load_environment",
     "load_plugins",
     "make",
     "register",
@@ -39,15 +40,25 @@ __all__ = [
 ]
 
 # verifiers loads plug-ins by module name: ``vf-eval searchgym`` (verifiers 0.4) takes the Taskset
-# and Harness subclasses this module's __all__ exports. They resolve lazily (`__getattr__`), so
-# that `import searchgym` never imports verifiers; __all__ names them only where verifiers is
-# installed, so that `from searchgym import *` works without it.
+# and Harness subclasses this module's __all__ exports, and verifiers 0.3's
+# ``load_environment("searchgym", ...)`` calls `load_environment`. They resolve lazily (`__getattr__`,
+# an import on call), so that `import searchgym` never imports verifiers; __all__ names the
+# classes only where verifiers is installed, so that `from searchgym import *` works without it.
 _VERIFIERS = {
     "SearchgymTaskset": "searchgym.agents.integrations.verifiers_taskset",
     "SearchgymHarness": "searchgym.agents.integrations.verifiers_taskset",
 }
 if importlib.util.find_spec("verifiers") is not None:
     __all__ += ["SearchgymHarness", "SearchgymTaskset"]
+
+
+def load_environment(**kwargs: object) -> object:
+    """verifiers 0.3's entry point: ``verifiers.load_environment("searchgym", **kwargs)`` calls it.
+    Returns the env of `searchgym.agents.integrations.verifiers_legacy.load_environment` (imported
+    on call, so that `import searchgym` never imports verifiers)."""
+    from searchgym.agents.integrations.verifiers_legacy import load_environment as load
+
+    return load(**kwargs)
 
 
 def __getattr__(name: str) -> object:

@@ -23,6 +23,7 @@ from searchgym.agents.rollout import sample_tasks
 from searchgym.errors import DependencyNotInstalled
 
 SIDE = Path(__file__).with_name("verifiers_side.py")
+SIDE03 = Path(__file__).with_name("verifiers03_side.py")
 PAGE = "trainers/verifiers.md"
 FIGURES = ("n", "em", "f1", "cover_em", "searches", "turns", "invalid_rate", "truncated", "return")
 # the tool_calls run also weighs format, charges searches and observation tokens and adds an
@@ -100,6 +101,75 @@ def check_faults(report: dict) -> None:
     assert len(results) == 6 and not any(TURN_LIMIT in r for r in results)
 
 
+@pytest.mark.slow
+def test_verifiers03_load_environment_gives_the_native_figures():
+    """verifiers 0.3's own loader (``load_environment("searchgym", ...)``) and its own eval play the
+    200 dev tasks of both protocols to the native figures; the rubric's functions are the env's
+    reward components with its weights (then searchgym's metrics and verifiers' num_turns, weight 0)."""
+    runs = [
+        {"name": f"{protocol}/{agent}", "agent": agent, "options": options, "n": 200}
+        for protocol, options in PROTOCOLS.items()
+        for agent in ("oracle", "heuristic")
+    ]
+    faults = {"protocol": "tags", "max_turns": 5}
+    runs += [{"name": name, "agent": name, "options": faults, "n": 2} for name in ("faulty", "silent")]
+    report = run_in("verifiers03", SIDE03, "eval", json.dumps(runs))
+    for protocol, options in PROTOCOLS.items():
+        for agent in ("oracle", "heuristic"):
+            want, got = native(options, agent), report[f"{protocol}/{agent}"]
+            assert sorted(got["task_ids"]) == want["task_ids"]
+            for key in FIGURES:
+                assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), (protocol, agent, key)
+            extra = {"em": 0.0, "f1": 0.0, "searches": 0.0, "num_turns": 0.0}
+            assert got["weights"] == {**want["weights"], **extra}
+            components = {k: v for k, v in got["components"].items() if k in want["weights"]}
+            assert components == pytest.approx(want["components"], rel=1e-12, abs=1e-12)
+            assert got["reward"] == pytest.approx(want["return"], rel=1e-12, abs=1e-12)
+            assert [got["components"][k] for k in ("em", "f1", "searches")] == pytest.approx(
+                [want[k] for k in ("em", "f1", "searches")]
+            )
+            assert got["stop_conditions"] == ["has_final_env_response"]  # the env's episode ended it
+        assert report[f"{protocol}/heuristic"]["em"] < report[f"{protocol}/oracle"]["em"] == 1.0
+    oracle = report["tool_calls/oracle"]["components"]
+    assert oracle["cost"] > 0 and oracle["evidence_recall"] > 0
+    check_faults03(report)
+
+
+def check_faults03(report: dict) -> None:
+    """An empty query is the env's invalid action (its error observation); an argument the tool
+    lacks and a tool the env lacks are the model's errors, shown to it (no turn spent); the env's
+    turn limit (5) ends the rollout, its last observation closing the completion; a reply without
+    a tool call ends the rollout with nothing earned."""
+    faulty = report["faulty"]
+    assert faulty["n"] == 2 and faulty["truncated"] == 1.0 and faulty["turns"] == 5
+    assert faulty["invalid_rate"] == pytest.approx(1 / 5) and faulty["searches"] == 4 and faulty["em"] == 0
+    assert faulty["stop_conditions"] == ["has_final_env_response"]
+    assert all(m.endswith(TURN_LIMIT) for m in faulty["last_messages"])
+    conversations = report["faulty_requests"]
+    assert len(conversations) == 2 * 7  # per task: 5 played turns + 2 refused calls, none after the limit
+    results = [m["content"] for m in max(conversations, key=len) if m["role"] == "tool"]
+    session = EnvSession(DEFAULT_ENV, protocol="tags", max_turns=5)
+    session.reset(task=session.tasks[0])
+    assert results[0] == play(session, "search", {"query": ""})  # the env's own error observation
+    assert "search needs a non-empty 'query'" in results[0]
+    assert results[1] == "error: search takes exactly the string argument(s) ['query'], got {'q': 'x'}"
+    assert results[2] == f"error: unknown tool 'open'; the tools of {DEFAULT_ENV} are ['search', 'answer']"
+    assert len(results) == 6 and not any(TURN_LIMIT in r for r in results)
+    silent = report["silent"]
+    assert silent["stop_conditions"] == ["no_tool_call"] and silent["turns"] == 0
+    assert silent["reward"] == 0 and silent["components"]["num_turns"] == 1
+
+
+@pytest.mark.slow
+def test_docs_page_verifiers03_section_runs():
+    """docs/trainers/verifiers.md, its verifiers 0.3 section: the vf-eval command (bash block 1) and
+    the Python example (python block 1), in .venv-verifiers03 against the scripted server."""
+    report = run_in("verifiers03", SIDE03, "doc", doc_block(PAGE, "bash", 1), doc_block(PAGE, "python", 1))
+    assert report["eval"]["n"] == 20 and report["eval"]["em"] == 1.0 and report["eval"]["reward"] == 1.0
+    assert report["eval"]["metrics"] == ["cost", "em", "f1", "format", "num_turns", "outcome", "searches"]
+    assert report["python"] == "SearchgymEnv 20 reward 1.0 em 1.0\n"
+
+
 def test_reward_names_and_weights_are_the_envs_and_sum_to_its_reward():
     env = searchgym.make(DEFAULT_ENV, protocol="tool_calls", rewards=REWARDS)
     weights = reward_weights(env)
@@ -147,6 +217,21 @@ def test_without_verifiers_the_error_names_the_extra():
         pytest.skip("verifiers is installed in this venv")
     with pytest.raises(DependencyNotInstalled, match=r'pip install "searchgym\[verifiers\]"'):
         searchgym.SearchgymTaskset  # noqa: B018  (resolved lazily)
+    with pytest.raises(
+        DependencyNotInstalled, match=r'pip install "searchgym\[verifiers\]".* "verifiers>=0.3,<0.4"'
+    ):
+        searchgym.load_environment(options={"protocol": "tags"})
+    assert "load_environment" in searchgym.__all__
+
+
+@pytest.mark.slow
+def test_each_convention_refuses_the_other_verifiers():
+    """verifiers 0.4 gets no load_environment env, verifiers 0.3 no taskset: each error says what to use."""
+    v04 = run_in("verifiers", SIDE03, "refused", "load_environment")
+    assert v04["error"] == "DependencyNotInstalled" and "found 0.4" in v04["message"]
+    assert "use the searchgym taskset (vf-eval searchgym" in v04["message"]
+    v03 = run_in("verifiers03", SIDE03, "refused", "SearchgymTaskset")
+    assert v03["error"] == "DependencyNotInstalled" and "needs verifiers >= 0.4" in v03["message"]
     assert "SearchgymTaskset" not in searchgym.__all__  # `from searchgym import *` works without it
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         searchgym.nope  # noqa: B018

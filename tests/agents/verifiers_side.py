@@ -1,8 +1,10 @@
 """verifiers' own eval on the searchgym taskset, against a scripted OpenAI-compatible server that
 plays searchgym's scripted agents; run in a side venv by test_verifiers_env.py (`run_in`).
 
-    python verifiers_side.py v1 '{"protocol": "tags"}' 200        # verifiers 0.4: vf-eval searchgym
-    python verifiers_side.py legacy '{"protocol": "tags"}' 200    # verifiers 0.3: load_environment
+    python verifiers_side.py v1 '[{"name": "oracle", "agent": "oracle", "options": {}, "n": 200}]'
+
+(verifiers 0.3's ``load_environment`` is played by verifiers03_side.py, which imports
+`scripted_agents` and `FIGURES` from here.)
 
 Each request names the agent as its model. The server finds the task from the conversation's first
 user message (the env's first observation), replays the agent over the conversation's tool results
