@@ -86,6 +86,12 @@ CASES: list[tuple[list[str], str]] = [
     (["serve", "--index", "{d}/x", "--max-results", "0"], "argument --max-results: must be at least 1"),
     (["serve", "--index", "{d}/x", "--max-body-mb", "0"], "max_body_bytes must be a positive integer"),
     (["serve"], "the following arguments are required: --index"),
+    (["serve-env", "--max-sessions", "0"], "argument --max-sessions: must be at least 1"),
+    (["serve-env", "--idle-timeout", "0"], "argument --idle-timeout: must be at least 1"),
+    (["serve-env", "--max-message-kb", "0"], "argument --max-message-kb: must be at least 1"),
+    (["serve-env", "--port", "70000"], r"argument --port: must be from 0 to 65535"),
+    (["serve-env", "nope/X-v0"], "no environment 'nope/X-v0' is registered"),
+    (["serve-env", "-E", "protocol=xml"], "unknown action protocol 'xml'; choose one of"),
     (
         ["index", "build", "--corpus", "{d}/good.jsonl", "--kind", "faiss", "--out", "{d}/o"],
         "unknown retriever kind .faiss.. Known: bm25",

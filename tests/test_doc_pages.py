@@ -34,6 +34,16 @@ BLOCKS = {
     ): "agents/test_skyrl_env.py::test_the_docs_skyrl_command_configures_the_env",
     ("trainers/verifiers.md", "bash", 0): "agents/test_verifiers_env.py::test_docs_page_runs",
     ("trainers/verifiers.md", "python", 0): "agents/test_verifiers_env.py::test_docs_page_runs",
+    (
+        "trainers/verifiers.md",
+        "bash",
+        1,
+    ): "agents/test_verifiers_env.py::test_docs_page_verifiers03_section_runs",
+    (
+        "trainers/verifiers.md",
+        "python",
+        1,
+    ): "agents/test_verifiers_env.py::test_docs_page_verifiers03_section_runs",
     ("trainers/verl.md", "python", 0): "agents/test_verl_adapter.py::test_the_docs_page_runs",
     ("trainers/verl.md", "bash", 0): "agents/test_verl_adapter.py::test_the_docs_page_runs",
 }

@@ -13,6 +13,7 @@ from searchgym.errors import DependencyNotInstalled
 SIDE_VENV_MODULES = {
     "searchgym.agents.integrations.verl": "verl",
     "searchgym.agents.integrations.verifiers_taskset": "verifiers",
+    "searchgym.agents.integrations.verifiers_legacy": "verifiers",
 }
 
 
@@ -36,6 +37,6 @@ def test_docstring_examples(name):
     except DependencyNotInstalled:
         if name not in SIDE_VENV_MODULES:
             raise
-        pytest.skip(f"{SIDE_VENV_MODULES[name]} is not in this venv; its side venv's tests run these examples")
+        pytest.skip(f"{SIDE_VENV_MODULES[name]} is not in this venv; its side venv's tests run its examples")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed"
