@@ -23,17 +23,15 @@ Env options (``split``, ``hops``, ``protocol``, ``rewards``, ...) are the keywor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
-from searchgym.agents.integrations.session import EnvSession, Step
+from searchgym.agents.integrations.session import EnvSession, Step, TaskStart, task_starts
 from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
 from searchgym.agents.rollout import Episode, sample_tasks
 from searchgym.envs.rewards import RewardWeights
 from searchgym.errors import ConfigError
-from searchgym.tasks.task import Task
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 INSTALL = 'pip install "searchgym[verifiers]"'
@@ -41,7 +39,6 @@ INSTALL = 'pip install "searchgym[verifiers]"'
 __all__ = [
     "DEFAULT_ENV",
     "EPISODE_OVER",
-    "EnvTask",
     "env_tasks",
     "episode_components",
     "play",
@@ -50,27 +47,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class EnvTask:
-    """One task as verifiers receives it: the env's first observation as the prompt, the task,
-    and the seed its env is reset with."""
-
-    prompt: str
-    task: Task
-    seed: int
-
-
-def env_tasks(session: EnvSession, n: int | None = None, seed: int = 0) -> list[EnvTask]:
+def env_tasks(session: EnvSession, n: int | None = None, seed: int = 0) -> list[TaskStart]:
     """The env's tasks, or the ``n`` that ``searchgym eval --n N --seed SEED`` plays, in its order;
     task ``i`` is reset with ``seed + i``, as eval resets it."""
     if n is not None and n < 1:
         raise ConfigError(f"n must be at least 1 (or None for all the env's tasks), got {n}")
-    tasks = list(session.tasks) if n is None else sample_tasks(session.tasks, n, seed)
-    rows = []
-    for i, task in enumerate(tasks):
-        prompt, _ = session.reset(seed=seed + i, task=task)
-        rows.append(EnvTask(prompt, task, seed + i))
-    return rows
+    return task_starts(session, None if n is None else sample_tasks(session.tasks, n, seed), seed)
 
 
 def reward_weights(env: gym.Env) -> dict[str, float]:
