@@ -1,0 +1,107 @@
+"""MkDocs hook: the reference pages generated from the code at every build, so they cannot drift.
+
+- ``reference/environments.md``: every registered ``searchgym/`` id with its description, the
+  options its entry point takes (with their defaults), its action protocols and reward terms;
+- ``reference/cli.md``: every ``searchgym`` command with its ``--help``, from the parser itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+from mkdocs.structure.files import File, Files
+
+import searchgym
+from searchgym.cli import build_parser
+from searchgym.envs.factories import search_env
+from searchgym.envs.protocols import PROTOCOLS
+from searchgym.envs.registry import list_ids
+from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.search_env import SearchEnv
+
+
+def on_files(files: Files, config) -> Files:
+    for name, content in (("reference/environments.md", environments()), ("reference/cli.md", cli())):
+        files.append(File.generated(config, name, content=content))
+    return files
+
+
+def environments() -> str:
+    lines = [
+        "# Environments",
+        "",
+        "Every id `searchgym.make` (or `gymnasium.make`, once searchgym is imported) knows, with the "
+        "keyword arguments it takes (`searchgym eval -E key=value`). Generated from the registry.",
+        "",
+        f"Action protocols: {', '.join(f'`{p}`' for p in PROTOCOLS)} "
+        "(option `protocol`, where an id takes it). "
+        "Reward weights (option `rewards`, a mapping): "
+        + ", ".join(f"`{f}`" for f in RewardWeights.__dataclass_fields__)
+        + "; registered episode terms: "
+        + ", ".join(f"`{r}`" for r in searchgym.list_rewards())
+        + ".",
+        "",
+    ]
+    for env_id in list_ids("searchgym"):
+        spec = gym.registry[env_id]
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = load_env_creator(creator)
+        doc = inspect.getdoc(creator) or ""
+        lines += [f"## `{env_id}`", "", " ".join(doc.split("\n\n")[0].split()), ""]
+        fixed = set(spec.kwargs)
+        params = _options(creator)
+        rows = [(n, d) for n, d in params if n not in fixed]
+        if rows:
+            lines += ["| option | default |", "|---|---|"]
+            lines += [f"| `{name}` | `{default}` |" for name, default in rows]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _options(fn, skip: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """The keyword options of an env's entry point, with the ``**options`` it hands on expanded:
+    to `search_env`'s where its docstring says so, and `search_env`'s to `SearchEnv`'s."""
+    found = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name in skip or p.name == "self":
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            if fn is search_env:
+                found += _options(SearchEnv.__init__, frozenset({"tasks", "retriever", "rewards"}))
+            elif "search_env" in (inspect.getdoc(fn) or ""):
+                found += _options(search_env, frozenset({"tasks", "retriever"}))
+            else:
+                found.append((f"**{p.name}", "see the entry point's docstring"))
+        elif p.kind is p.KEYWORD_ONLY or p.default is not p.empty:
+            found.append((p.name, "required" if p.default is p.empty else repr(p.default)))
+    return found
+
+
+def cli() -> str:
+    parser = build_parser()
+    lines = [
+        "# Command line",
+        "",
+        "Every `searchgym` command, as `--help` prints it. Generated from the parser.",
+        "",
+    ]
+    lines += ["```text", parser.format_help().rstrip(), "```", ""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                lines += [f"## `searchgym {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
+                lines += _nested(sub, f"searchgym {name}")
+    return "\n".join(lines)
+
+
+def _nested(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
+    lines = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                lines += [f"### `{prefix} {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
+    return lines

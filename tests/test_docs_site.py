@@ -1,0 +1,34 @@
+"""The docs site builds with `mkdocs build --strict` (no broken link, no page outside the nav), and
+its generated reference pages list every registered env id and every command."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from searchgym.cli import COMMANDS
+from searchgym.envs.registry import list_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_site_builds_strictly_with_every_id_and_command(tmp_path):
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    run = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    environments = (tmp_path / "site" / "reference" / "environments" / "index.html").read_text()
+    for env_id in list_ids("searchgym"):
+        assert f"<code>{env_id}</code>" in environments, env_id
+    assert "max_obs_tokens" in environments and "tool_calls" in environments
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    for command in COMMANDS:
+        assert f"<code>searchgym {command.replace('_', '-')}</code>" in cli, command
+    assert "searchgym index build" in cli and "--max-sessions" in cli
