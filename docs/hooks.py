@@ -2,12 +2,15 @@
 
 - ``reference/environments.md``: every registered ``searchgym/`` id with its description, the
   options its entry point takes (with their defaults), its action protocols and reward terms;
-- ``reference/cli.md``: every ``searchgym`` command with its ``--help``, from the parser itself.
+- ``reference/cli.md``: every ``searchgym`` command with its ``--help``, from the parser itself;
+- ``reference/config.md``: every key of `GRPOConfig` (``searchgym train --config``), with its type,
+  default and docstring.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 
 import gymnasium as gym
@@ -15,7 +18,9 @@ from gymnasium.envs.registration import load_env_creator
 from mkdocs.structure.files import File, Files
 
 import searchgym
+from searchgym.agents.train.config import GRPOConfig
 from searchgym.cli import build_parser
+from searchgym.config_types import describe, field_docs
 from searchgym.envs.factories import search_env
 from searchgym.envs.protocols import PROTOCOLS
 from searchgym.envs.registry import list_ids
@@ -24,7 +29,12 @@ from searchgym.envs.search_env import SearchEnv
 
 
 def on_files(files: Files, config) -> Files:
-    for name, content in (("reference/environments.md", environments()), ("reference/cli.md", cli())):
+    pages = {
+        "reference/environments.md": environments(),
+        "reference/cli.md": cli(),
+        "reference/config.md": config_keys(),
+    }
+    for name, content in pages.items():
         files.append(File.generated(config, name, content=content))
     return files
 
@@ -105,3 +115,19 @@ def _nested(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
             for name, sub in action.choices.items():
                 lines += [f"### `{prefix} {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
     return lines
+
+
+def config_keys() -> str:
+    docs = field_docs(GRPOConfig)
+    lines = [
+        "# Training configuration",
+        "",
+        "Every key of a `searchgym train --config FILE.yaml` file (or `--set KEY=VALUE`), with its type "
+        "and default: the fields of `GRPOConfig`, generated from their docstrings (`searchgym list config` "
+        "prints them in short). Unknown keys are an error.",
+        "",
+    ]
+    for f in dataclasses.fields(GRPOConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        lines += [f"## `{f.name}`", "", f"`{describe(f.type)}`, default `{default!r}`", "", docs[f.name], ""]
+    return "\n".join(lines)

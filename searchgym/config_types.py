@@ -9,14 +9,42 @@ unions (``X | None``, ``Optional[X]``) and ``Any``. Other annotations are not ch
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import math
 import os
+import textwrap
 import types
 import typing
 from typing import Any, Literal
 
 from searchgym.errors import ConfigError, DataNotFoundError
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string literal under it in the class body), by field name, for
+    the fields of ``cls`` and of its dataclass bases; a field without one is left out.
+
+    >>> from searchgym.envs.rewards import RewardWeights
+    >>> field_docs(RewardWeights)["per_search"]
+    'Cost of one search call (λ_call).'
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        for node, after in zip(body, body[1:]):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 def check_field_types(obj: Any) -> None:

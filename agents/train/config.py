@@ -44,10 +44,14 @@ class GRPOConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments of the env factory (e.g. ``hops: [2]``, ``n_passages``)."""
     train_split: str = "train"
+    """The env's split the training tasks come from."""
     eval_split: str = "dev"
+    """The env's split the evaluations play; it must not share questions with ``train_split``."""
     run_dir: str = "runs/grpo"
     """Checkpoints, metrics.jsonl, TensorBoard logs and plots go here."""
     seed: int = 0
+    """Seeds the policy, the order of the training tasks, each step's sampling, the warm start's
+    episodes and the evaluations' tasks and bootstrap intervals (>= 0)."""
 
     # -- rollout
     steps: int = 100
@@ -58,10 +62,14 @@ class GRPOConfig:
     group_size: int = 8
     """Episodes per task (G); advantages compare episodes within a group."""
     max_turns: int = 4
+    """The env's turn limit while training and evaluating (an episode then ends truncated)."""
     max_new_tokens: int = 128
     """Tokens the policy may write per turn."""
     temperature: float = 1.0
+    """Sampling temperature of the rollouts (evaluations are greedy); the loss reads the same."""
     top_p: float = 1.0
+    """Nucleus sampling of the rollouts: sample from the smallest set of tokens whose
+    probabilities sum to at least this (1: from all)."""
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling: drop groups whose rewards are all equal (no gradient) and play
     further tasks until the step has ``tasks_per_step`` informative groups. The env's rewards
@@ -101,7 +109,10 @@ class GRPOConfig:
     """token_mean (every policy token weighs the same, DAPO), grpo (mean per episode, then over
     episodes), dr_grpo (sum over tokens / (episodes x max_turns x max_new_tokens))."""
     clip_low: float = 0.2
+    """PPO's lower clip: the importance ratio is clipped at ``1 - clip_low``."""
     clip_high: float = 0.2
+    """PPO's upper clip: the ratio is clipped at ``1 + clip_high`` (DAPO's clip-higher sets it
+    above ``clip_low``)."""
     kl_coef: float = 0.0
     """Weight of the k3 KL to the policy GRPO starts from, after the warm start (0: no reference
     model is kept)."""
@@ -116,8 +127,11 @@ class GRPOConfig:
 
     # -- optimisation
     lr: float = 1e-6
+    """AdamW's learning rate in the GRPO updates."""
     weight_decay: float = 0.0
+    """AdamW's decoupled weight decay (>= 0)."""
     max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm before each optimizer step."""
     micro_batch_size: int = 4
     """Episodes per forward/backward, in the GRPO update and in the warm start (there, its greatest
     common divisor with ``warm_start_batch_size``, so that SFT steps are unchanged); gradients
@@ -142,8 +156,11 @@ class GRPOConfig:
     warm_start_agent: str = "oracle"
     """The scripted agent whose episodes the warm start imitates (a registered name or ``module:attr``)."""
     warm_start_epochs: int = 1
+    """Passes of the warm start over its episodes."""
     warm_start_lr: float = 5e-5
+    """AdamW's learning rate in the warm start."""
     warm_start_batch_size: int = 8
+    """Episodes per warm-start optimizer step."""
 
     # -- evaluation, checkpoints, logging
     eval_tasks: int = 64
@@ -154,6 +171,7 @@ class GRPOConfig:
     eval_every: int = 0
     """Also evaluate every this many steps (0: only before and after)."""
     checkpoint_every: int = 10
+    """Save a checkpoint every this many steps (and at the last one)."""
     keep_checkpoints: int = 2
     """The newest checkpoints kept; step 0 (the start of GRPO, the KL reference) is kept besides."""
     resume: bool = False
@@ -166,6 +184,7 @@ class GRPOConfig:
     tensorboard: bool | None = None
     """None: log to TensorBoard when it is installed."""
     progress: bool = True
+    """Show progress bars (``--no-progress`` turns them off)."""
 
     def __post_init__(self) -> None:
         check_field_types(self)

@@ -1,15 +1,17 @@
-"""``searchgym list``: what is registered (envs by default; agents, policies, retrievers, rewards)."""
+"""``searchgym list``: what is registered (envs by default; agents, policies, retrievers, rewards),
+or the keys of ``searchgym train``'s config (``config``)."""
 
 from __future__ import annotations
 
 import argparse
 
-WHAT = ("envs", "agents", "policies", "retrievers", "rewards")
+WHAT = ("envs", "agents", "policies", "retrievers", "rewards", "config")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "list", help="list registered environment ids, agents, policies, retrievers or rewards"
+        "list",
+        help="list registered env ids, agents, policies, retrievers or rewards, or train's config keys",
     )
     p.add_argument("what", nargs="?", choices=WHAT, default="envs", help="what to list (default envs)")
     p.add_argument("--all", action="store_true", help="envs: include other namespaces than searchgym/")
@@ -19,6 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import searchgym
 
+    if args.what == "config":
+        print(config_keys())
+        return 0
     if args.what == "envs":
         from searchgym.envs.registry import list_ids
 
@@ -27,3 +32,22 @@ def run(args: argparse.Namespace) -> int:
         names = getattr(searchgym, f"list_{args.what}")()
     print("\n".join(names))
     return 0
+
+
+def config_keys() -> str:
+    """One line per key of `GRPOConfig`: its name, default and its docstring's first sentence."""
+    import dataclasses
+    import re
+
+    from searchgym.agents.train.config import GRPOConfig
+    from searchgym.config_types import field_docs
+
+    docs = field_docs(GRPOConfig)
+    rows = []
+    for f in dataclasses.fields(GRPOConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        text = " ".join(docs[f.name].replace("``", "`").split())
+        summary = re.split(r"(?<!e\.g)\.(?:\s|$)", text)[0]
+        rows.append((f.name, repr(default), summary if len(summary) <= 90 else summary[:89] + "…"))
+    width = [max(len(r[i]) for r in rows) for i in (0, 1)]
+    return "\n".join(f"{name:<{width[0]}}  {default:<{width[1]}}  {doc}" for name, default, doc in rows)
