@@ -18,7 +18,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,13 @@ from searchgym.errors import ConfigError
 from searchgym.run_dir import claim_run_dir
 
 
-def train(cfg: GRPOConfig) -> dict[str, Any]:
+def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train ``cfg.model`` with GRPO on ``cfg.env``; returns the dev metrics as loaded (with a
     warm start: ``eval_base``), before GRPO and after it,
     the steps run and the wall time (also written to ``run_dir/summary.json``). Runs as one
     process or under ``accelerate launch`` (data parallel: each process plays its share of the
-    step's tasks; gradients are summed across processes)."""
+    step's tasks; gradients are summed across processes). ``on_eval(when, metrics)`` is called in
+    the main process as each evaluation ends (``when``: ``base``, ``before``, ``step N``, ``after``)."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
@@ -60,6 +61,13 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         cpu=not torch.cuda.is_available(), mixed_precision="bf16" if _use_bf16(cfg) else "no"
     )
     main = accelerator.is_main_process
+
+    def evaluate(when: str) -> dict[str, Any]:
+        metrics = episodes.evaluate(cfg, rollout_policy, accelerator)
+        if on_eval is not None and main:
+            on_eval(when, metrics)
+        return metrics
+
     policy, rollout_policy = episodes.load_policies(cfg, accelerator.device)
     model, tokenizer = policy.model, policy.tokenizer
     trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
@@ -97,14 +105,10 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         episodes.sync_rollout_weights(rollout_policy, model)
     else:
         if cfg.warm_start_episodes:
-            base = (
-                episodes.evaluate(cfg, rollout_policy, accelerator)
-                if cfg.eval_tasks and cfg.eval_base
-                else None
-            )
+            base = evaluate("base") if cfg.eval_tasks and cfg.eval_base else None
             episodes.warm_start(cfg, model, tokenizer, accelerator)
             episodes.sync_rollout_weights(rollout_policy, model)
-        before = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks else None
+        before = evaluate("before") if cfg.eval_tasks else None
         checkpoint_at(0)
     if trainable:  # after the warm start, which trains every parameter
         freeze_all_but(model, trainable)
@@ -142,7 +146,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
         }
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-            metrics |= eval_metrics(episodes.evaluate(cfg, rollout_policy, accelerator))
+            metrics |= eval_metrics(evaluate(f"step {done}"))
         if log is not None:
             log.log(done, metrics)
             save_step_episodes(run_dir, done, groups, cfg.log_episodes)
@@ -153,7 +157,7 @@ def train(cfg: GRPOConfig) -> dict[str, Any]:
     bar.close()
 
     # with no GRPO step (a warm start alone), the model is the one evaluated before
-    after = episodes.evaluate(cfg, rollout_policy, accelerator) if cfg.eval_tasks and cfg.steps else None
+    after = evaluate("after") if cfg.eval_tasks and cfg.steps else None
     summary = {
         "steps": cfg.steps,
         "resumed_from": start_step,

@@ -43,20 +43,28 @@ def run(args: argparse.Namespace) -> int:
     if args.no_progress:
         overrides.append("progress=false")
     cfg = load_config(args.config, overrides)
-    summary = train(cfg)
+    labels = {"base": "as loaded", "before": "after SFT" if cfg.warm_start_episodes else "before GRPO"}
+    labels["after"] = "after GRPO"
+
+    reported = set()
+
+    def report(when: str, metrics: dict) -> None:
+        """One line per evaluation as it ends, above the progress bars."""
+        from tqdm.auto import tqdm
+
+        reported.add(when)
+        interval = f"[{metrics['em_low']:.3f}, {metrics['em_high']:.3f}]"
+        tqdm.write(
+            f"dev {labels.get(when, when):>11}: EM {metrics['em']:.3f} {interval}  F1 {metrics['f1']:.3f}  "
+            f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
+            f"(n {metrics['n']:.0f})"
+        )
+
+    summary = train(cfg, on_eval=report)
     if summary["is_main_process"]:
-        labels = {"base": "as loaded", "before": "before GRPO", "after": "after GRPO"}
-        if cfg.warm_start_episodes:
-            labels["before"] = "after SFT"
-        for when, label in labels.items():
-            metrics = summary[f"eval_{when}"]
-            if metrics:
-                interval = f"[{metrics['em_low']:.3f}, {metrics['em_high']:.3f}]"
-                print(
-                    f"dev {label:>11}: EM {metrics['em']:.3f} {interval}  F1 {metrics['f1']:.3f}  "
-                    f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
-                    f"(n {metrics['n']:.0f})"
-                )
+        for when in labels:  # a resumed run's evaluations from before it stopped
+            if when not in reported and summary[f"eval_{when}"]:
+                report(when, summary[f"eval_{when}"])
         if summary["grpo_vs_start"]:
             d = summary["grpo_vs_start"]
             print(

@@ -492,3 +492,16 @@ def test_a_guide_replaces_one_episode_of_groups_that_never_solved_their_task(tin
 
     with pytest.raises(ConfigError, match="guide must be a scripted agent"):
         tiny_config(tiny_llama_dir, tmp_path, guide="hf:smollm2-135m-instruct")
+
+
+def test_each_evaluation_is_reported_as_it_ends(tiny_llama_dir, tmp_path):
+    """`train` hands every evaluation to ``on_eval`` when it ends (the CLI prints a line for each),
+    in order and with the metrics the summary keeps."""
+    seen = []
+    cfg = tiny_config(
+        tiny_llama_dir, tmp_path, steps=2, eval_every=1, warm_start_episodes=2, warm_start_batch_size=2
+    )
+    summary = train(cfg, on_eval=lambda when, metrics: seen.append((when, metrics)))
+    assert [when for when, _ in seen] == ["base", "before", "step 1", "after"]
+    assert seen[0][1] == summary["eval_base"] and seen[1][1] == summary["eval_before"]
+    assert seen[-1][1] == summary["eval_after"] and "em_low" in seen[2][1]
