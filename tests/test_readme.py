@@ -119,7 +119,7 @@ def test_your_own_env_stops_an_agent_that_never_answers():
     try:
         env = gym.make("mylab/History-v0")
         episodes = run_episodes(lambda: gym.make("mylab/History-v0"), NeverAnswers, env.unwrapped.tasks)
-        assert [(ep.truncated, ep.n_turns, ep.prediction) for ep in episodes] == [(True, 8, None)] * 3
+        assert [(ep.truncated, ep.n_turns, ep.prediction) for ep in episodes] == [(True, 8, None)] * 2  # the dev split
     finally:
         del gym.registry["mylab/History-v0"]
         del REWARDS._specs["short_answer"]

@@ -63,6 +63,27 @@ def make_env(cfg: GRPOConfig, split: str) -> Any:
     return make(cfg.env, **kwargs)
 
 
+def check_splits_apart(cfg: GRPOConfig) -> None:
+    """`ConfigError` when the tasks `train` evaluates share questions with those it trains on: its
+    dev EM would then measure recall of trained answers. A user's env registered with one plain
+    task list serves the same questions as every split, so this is where that is caught."""
+    if not (cfg.eval_tasks and cfg.steps + cfg.warm_start_episodes):
+        return
+    train_env, eval_env = make_env(cfg, cfg.train_split), make_env(cfg, cfg.eval_split)
+    trained = {t.question.strip().lower() for t in train_env.unwrapped.tasks}
+    evaluated = list(eval_env.unwrapped.tasks)[: cfg.eval_tasks]
+    shared = [t.question for t in evaluated if t.question.strip().lower() in trained]
+    train_env.close()
+    eval_env.close()
+    if shared:
+        raise ConfigError(
+            f"{len(shared)} of the {len(evaluated)} {cfg.eval_split!r} questions that train evaluates are "
+            f"also {cfg.train_split!r} questions of {cfg.env} (e.g. {shared[0]!r}), so its dev EM would measure "
+            "memorised answers: register the env with tasks={'train': [...], 'dev': [...]} (a plain list "
+            "serves every split), or set train_split and eval_split to splits that do not overlap"
+        )
+
+
 def per_process(n: int, accelerator: Any) -> int:
     if n % accelerator.num_processes:
         raise ConfigError(f"{n} tasks cannot be split evenly over {accelerator.num_processes} processes")

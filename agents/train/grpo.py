@@ -68,6 +68,7 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
             on_eval(when, metrics)
         return metrics
 
+    episodes.check_splits_apart(cfg)  # before the model loads
     policy, rollout_policy = episodes.load_policies(cfg, accelerator.device)
     model, tokenizer = policy.model, policy.tokenizer
     trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None

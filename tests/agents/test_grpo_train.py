@@ -4,6 +4,7 @@ import dataclasses
 import json
 from types import SimpleNamespace
 
+import gymnasium as gym
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -505,3 +506,29 @@ def test_each_evaluation_is_reported_as_it_ends(tiny_llama_dir, tmp_path):
     assert [when for when, _ in seen] == ["base", "before", "step 1", "after"]
     assert seen[0][1] == summary["eval_base"] and seen[1][1] == summary["eval_before"]
     assert seen[-1][1] == summary["eval_after"] and "em_low" in seen[2][1]
+
+
+def test_train_refuses_to_evaluate_on_the_questions_it_trains_on(tmp_path):
+    """An env registered with one plain task list serves it as every split: `train` says so before
+    it loads any model (the model path here does not even exist)."""
+    from searchgym.envs.registry import register
+    from searchgym.retrievers import BM25, Doc
+
+    questions = [("When was the Turing machine described?", "1936"), ("Who wrote A-0?", "Grace Hopper")]
+    docs = [Doc("d1", "Alan Turing", "Alan Turing described the Turing machine in 1936.")]
+    register("test/PlainList-v0", tasks=questions, retriever=BM25.build(docs))
+    try:
+        cfg = tiny_config(tmp_path / "no-model", tmp_path, env="test/PlainList-v0", env_kwargs={})
+        with pytest.raises(
+            ConfigError,
+            match=r"2 of the 2 'dev' questions .* also 'train' questions .*\(a plain list serves every split",
+        ):
+            train(cfg)
+        cfg = tiny_config(
+            tmp_path / "no-model", tmp_path, env="test/PlainList-v0", env_kwargs={}, eval_tasks=0
+        )
+        with pytest.raises(Exception) as error:  # without evaluations there is nothing to keep apart
+            train(cfg)
+        assert "questions" not in str(error.value)
+    finally:
+        del gym.registry["test/PlainList-v0"]
