@@ -21,12 +21,13 @@ def readme_commands() -> list[str]:
 def test_two_commands_with_the_same_setup_as_ci():
     main_job, tests = readme_commands()
     setup = main_job.rsplit(" && ", 1)[0]
-    assert tests.rsplit(" && ", 1)[0] == setup
+    assert tests.rsplit(" && ", 2)[0] == setup  # then the side venvs, then pytest
+    assert tests.split(" && ")[-2] == "bash .ci/side-venvs"
     assert "torch==2.13.0" in setup  # never an unpinned torch: it would pull CUDA on a CPU machine
     ci = (ROOT / ".ci" / "run").read_text()
     install = setup.split(" && ")[-1].replace("pip install", "pip install --quiet")
     assert install in ci
-    assert tests.rsplit(" && ", 1)[1] in ci
+    assert tests.rsplit(" && ", 1)[1] in ci and "\nbash .ci/side-venvs\n" in ci
 
 
 @pytest.mark.slow
@@ -119,9 +120,8 @@ def test_your_own_env_stops_an_agent_that_never_answers():
     try:
         env = gym.make("mylab/History-v0")
         episodes = run_episodes(lambda: gym.make("mylab/History-v0"), NeverAnswers, env.unwrapped.tasks)
-        assert [(ep.truncated, ep.n_turns, ep.prediction) for ep in episodes] == [(True, 8, None)] * 2  # the dev split
+        outcomes = [(ep.truncated, ep.n_turns, ep.prediction) for ep in episodes]
+        assert outcomes == [(True, 8, None)] * 2  # the dev split
     finally:
         del gym.registry["mylab/History-v0"]
         del REWARDS._specs["short_answer"]
-
-

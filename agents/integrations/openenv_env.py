@@ -7,8 +7,8 @@ session, with pydantic messages. Here:
   for trainers that send what the model wrote) or ``tool`` with ``arguments`` (a structured call
   of one of the env's tools: ``{"tool": "search", "arguments": {"query": "..."}}``).
 - `SearchgymObservation`: the observation ``text``, the step's ``reward``, ``done``, the step's
-  ``reward_components`` and the env's ``info`` (as JSON; at reset it also holds the task and the
-  tools' schemas) in ``metadata``.
+  ``reward_components`` and the env's ``info`` (as JSON; at reset it also holds the task, the
+  tools' schemas and the server's ``session_id``) in ``metadata``.
 - `SearchgymState`: the episode so far (task, turn, summed reward and components, counters).
 
 `SearchgymEnvironment` plays one `EnvSession`. Its ``reset`` takes ``seed``, ``task_index`` and

@@ -78,9 +78,9 @@ def check_splits_apart(cfg: GRPOConfig) -> None:
     if shared:
         raise ConfigError(
             f"{len(shared)} of the {len(evaluated)} {cfg.eval_split!r} questions that train evaluates are "
-            f"also {cfg.train_split!r} questions of {cfg.env} (e.g. {shared[0]!r}), so its dev EM would measure "
-            "memorised answers: register the env with tasks={'train': [...], 'dev': [...]} (a plain list "
-            "serves every split), or set train_split and eval_split to splits that do not overlap"
+            f"also {cfg.train_split!r} questions of {cfg.env} (e.g. {shared[0]!r}), so its dev EM would "
+            "measure memorised answers: register the env with tasks={'train': [...], 'dev': [...]} (a plain "
+            "list serves every split), or set train_split and eval_split to splits that do not overlap"
         )
 
 
