@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import verifiers as vf  # noqa: E402
 from openai_server import OpenAIServer, Reply  # noqa: E402
-from verifiers_side import FIGURES, scripted_agents  # noqa: E402
+from verifiers_side import FIGURES, client_environ, scripted_agents  # noqa: E402
 
 from searchgym.agents.rollout import Episode, summarize  # noqa: E402
 
@@ -78,13 +78,7 @@ def doc(bash_block: str, python_block: str) -> None:
     then the Python example (what it printed)."""
     runs = [{"options": {"protocol": "tool_calls", "split": "dev"}, "n": 20}]
     with OpenAIServer(scripted_agents(runs)) as server, tempfile.TemporaryDirectory() as out:
-        env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-            "OPENAI_BASE_URL": server.url,
-            "OPENAI_API_KEY": "test",
-            "MODEL": "oracle",
-        }
+        env = client_environ(server)
         for block, command in (
             ("vf-eval", ["bash", "-c", bash_block]),
             ("Python", [sys.executable, "-c", python_block]),

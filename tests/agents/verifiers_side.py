@@ -120,18 +120,24 @@ def figures(traces: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def client_environ(server: OpenAIServer) -> dict[str, str]:
+    """The environment a docs page's commands run in: this venv's commands first on the PATH, and
+    the scripted server as the OpenAI endpoint the page names, playing the oracle."""
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "OPENAI_BASE_URL": server.url,
+        "OPENAI_API_KEY": "test",
+        "MODEL": "oracle",
+    }
+
+
 def doc(bash_block: str, python_block: str) -> None:
     """Run the docs page's blocks: the vf-eval command against the scripted server (as the oracle,
     on its 20 dev tasks of the tool_calls protocol), then the Python example."""
     runs = [{"options": {"protocol": "tool_calls", "split": "dev"}, "n": 20}]
     with OpenAIServer(scripted_agents(runs)) as server, tempfile.TemporaryDirectory() as out:
-        env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-            "OPENAI_BASE_URL": server.url,
-            "OPENAI_API_KEY": "test",
-            "MODEL": "oracle",
-        }
+        env = client_environ(server)
         done = subprocess.run(["bash", "-c", bash_block], cwd=out, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"the vf-eval block failed ({done.returncode}):\n{done.stderr[-4000:]}")
