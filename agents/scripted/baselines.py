@@ -7,6 +7,7 @@ ends the episode (``finish``) where they would answer."""
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,14 @@ class OracleAgent(_Scripted):
         self.queries = [hop["query"] for hop in chain if hop.get("query")] or [self.task.question]
         self.verify = self.p_verify > 0 and self.rng.random() < self.p_verify
         self.web = WebOracleAgent() if is_web(self.protocol) else None
+        if not chain and self.web is None:
+            warnings.warn(  # shown once per process: the message names no task
+                "the oracle has tasks without an evidence chain (metadata['chain']): on those it searches "
+                "the question once and answers the gold answer, so its EM is 1 by construction and "
+                "measures no retrieval",
+                UserWarning,
+                stacklevel=2,
+            )
         if self.web is not None:
             self.web.reset(info)
 

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 
 from searchgym.agents import (
@@ -44,6 +46,17 @@ def test_oracle_follows_the_chain_and_answers(make_env, protocol):
     assert [ep.n_searches for ep in episodes] == [1, 1, 2, 1]
     assert episodes[2].turns[0].action.endswith("<search> capital of Poland </search>") or protocol != "tags"
     assert all(ep.n_invalid == 0 and ep.terminated and not ep.truncated for ep in episodes)
+
+
+def test_the_oracle_says_what_it_does_where_a_task_has_no_evidence_chain(make_env):
+    env = make_env()
+    _, info = env.reset(options={"task": TASKS[0]})  # no chain: the oracle searches the question
+    with pytest.warns(UserWarning, match=r"without an evidence chain .* EM is 1 by construction"):
+        OracleAgent().reset(info)
+    _, info = env.reset(options={"task": TASKS[2]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        OracleAgent().reset(info)  # a chain to follow: nothing to say
 
 
 def test_wasteful_oracle_searches_the_question_once_more_in_its_share_of_episodes(make_env):
