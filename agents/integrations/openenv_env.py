@@ -110,7 +110,7 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
     ) -> SearchgymObservation:
         if action.text is not None:
             return self._observe(lambda: self.session.step(action.text))
-        return self._observe(lambda: self.session.call(action.tool, action.arguments))
+        return self.call_tool(action.tool, action.arguments)
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> SearchgymObservation:
         """One call of the tool ``name`` (what an MCP client's ``tools/call`` plays)."""
@@ -118,13 +118,13 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
 
     def _observe(self, play) -> SearchgymObservation:
         with self._lock:
-            if self.session.episode is not None and self.session.done:
-                raise NoEpisodeError("the episode is over: reset to start another")
             if self.session.episode is None:
                 raise NoEpisodeError(
                     "no episode is running in this session: reset first (OpenEnv's stateless POST /step "
                     "plays a fresh env per request; play episodes over the WebSocket /ws or MCP /mcp)"
                 )
+            if self.session.done:
+                raise NoEpisodeError("the episode is over: reset to start another")
             step: Step = play()
         return SearchgymObservation(
             text=step.observation,

@@ -30,6 +30,10 @@ from searchgym.envs.tools import Tool, ToolCall
 from searchgym.errors import ConfigError
 from searchgym.tasks.task import Task
 
+ANSWERED = "Your answer is recorded. The episode is over."
+EPISODE_OVER = "The episode is over; tool calls are no longer carried out."
+TURN_LIMIT = "The turn limit is reached. The episode is over."
+
 
 @dataclass(frozen=True)
 class Step:
@@ -44,6 +48,20 @@ class Step:
     @property
     def done(self) -> bool:
         return self.terminated or self.truncated
+
+
+def tool_message(protocol: ActionProtocol, observation: str, terminated: bool, truncated: bool) -> str:
+    """What a model reads after a tool call in a chat (whose template adds the result tags): the
+    observation without them, `ANSWERED` after the answer, and `TURN_LIMIT` after the last turn.
+
+    >>> from searchgym.envs.protocols import ToolCallsProtocol
+    >>> tool_message(ToolCallsProtocol(), "<tool_response>Doc 1</tool_response>", False, True)
+    'Doc 1\\n\\nThe turn limit is reached. The episode is over.'
+    """
+    if terminated:  # only an answer terminates (never together with truncated)
+        return ANSWERED
+    text = protocol.unwrap_result(observation)
+    return f"{text}\n\n{TURN_LIMIT}".lstrip() if truncated else text
 
 
 class EnvSession:
@@ -119,8 +137,7 @@ class EnvSession:
         """Play one call of the tool ``name`` as the agent's next action. A tool the env lacks or
         arguments it does not take are the caller's error (`ValueError`, nothing is played);
         an empty argument is played, and the env counts it as an invalid action."""
-        self.action_text(name, arguments)  # checks before anything is played
-        return self.step(self.action_text(name, arguments))
+        return self.step(self.action_text(name, arguments))  # action_text checks before anything plays
 
     def action_text(self, name: str, arguments: Mapping[str, Any]) -> str:
         """The text, in the env's protocol, of one call of ``name`` with ``arguments``."""

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
+from searchgym.agents.integrations.session import EPISODE_OVER, tool_message
 from searchgym.envs.protocols import ToolCallsProtocol
 from searchgym.envs.registry import make
 from searchgym.envs.search_env import SearchEnv
@@ -82,9 +83,6 @@ if TYPE_CHECKING:
     import datasets
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
-ANSWERED = "Your answer is recorded. The episode is over."
-EPISODE_OVER = "The episode is over; tool calls are no longer carried out."
-TURN_LIMIT = "The turn limit is reached. The episode is over."
 
 
 def _tool_env(env: str | gym.Env, env_kwargs: dict[str, Any]) -> gym.Env:
@@ -184,12 +182,7 @@ class TrlEnv:
         observation, reward, terminated, truncated, self.info = self.env.step(self.protocol.format_call(call))
         self.reward += float(reward)
         self.done = terminated or truncated
-        text = self.protocol.unwrap_result(observation)
-        if terminated:  # only an answer terminates
-            return ANSWERED
-        if truncated:
-            return f"{text}\n\n{TURN_LIMIT}".lstrip()
-        return text
+        return tool_message(self.protocol, observation, terminated, truncated)
 
     def _own_task(self, task_id: str) -> Task:
         if self._tasks_by_id is None:

@@ -27,8 +27,14 @@ from typing import Any
 
 import gymnasium as gym
 
-from searchgym.agents.integrations.session import EnvSession, Step, TaskStart, task_starts
-from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
+from searchgym.agents.integrations.session import (
+    EPISODE_OVER,
+    EnvSession,
+    Step,
+    TaskStart,
+    task_starts,
+    tool_message,
+)
 from searchgym.agents.rollout import Episode, sample_tasks
 from searchgym.envs.rewards import RewardWeights
 from searchgym.errors import ConfigError
@@ -77,10 +83,7 @@ def reward_weights(env: gym.Env) -> dict[str, float]:
 def tool_result(session: EnvSession, step: Step) -> str:
     """What the model reads after a tool call: the env's observation without its result tags,
     and the end of the episode when there is one."""
-    if step.terminated:  # only an answer terminates
-        return ANSWERED
-    text = session.protocol.unwrap_result(step.observation)
-    return f"{text}\n\n{TURN_LIMIT}".lstrip() if step.truncated else text
+    return tool_message(session.protocol, step.observation, step.terminated, step.truncated)
 
 
 def play(session: EnvSession, name: str, arguments: Mapping[str, Any]) -> str:

@@ -34,8 +34,14 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from searchgym.agents.integrations.session import EnvSession, Step, episode_figures, task_starts
-from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
+from searchgym.agents.integrations.session import (
+    EPISODE_OVER,
+    EnvSession,
+    Step,
+    episode_figures,
+    task_starts,
+    tool_message,
+)
 from searchgym.errors import ConfigError, import_optional
 from searchgym.tasks.task import Task
 
@@ -161,9 +167,7 @@ class SearchgymTool(_base_tool.BaseTool):
         if session.done:
             return _schemas.ToolResponse(text=EPISODE_OVER), 0.0, {}
         step = session.call(self.name, parameters)
-        text = ANSWERED if step.terminated else session.protocol.unwrap_result(step.observation)
-        if step.truncated:
-            text = f"{text}\n\n{TURN_LIMIT}".lstrip()
+        text = tool_message(session.protocol, step.observation, step.terminated, step.truncated)
         return _schemas.ToolResponse(text=text), step.reward, step.info
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:

@@ -10,7 +10,8 @@ import pytest
 from transformers.utils import get_json_schema
 
 import searchgym
-from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT, TrlEnv, trl_dataset
+from searchgym.agents.integrations.session import ANSWERED, EPISODE_OVER, TURN_LIMIT
+from searchgym.agents.integrations.trl import TrlEnv, trl_dataset
 from searchgym.envs.tools import ANSWER, SEARCH
 from searchgym.errors import ConfigError
 

@@ -16,8 +16,7 @@ from side_venvs import run_in
 
 import searchgym
 from searchgym.agents import make_agent, run_episodes, summarize
-from searchgym.agents.integrations.session import EnvSession
-from searchgym.agents.integrations.trl import ANSWERED, EPISODE_OVER, TURN_LIMIT
+from searchgym.agents.integrations.session import ANSWERED, EPISODE_OVER, TURN_LIMIT, EnvSession
 from searchgym.agents.integrations.verifiers_env import DEFAULT_ENV, env_tasks, play, reward_weights
 from searchgym.agents.rollout import sample_tasks
 from searchgym.errors import DependencyNotInstalled
