@@ -26,6 +26,7 @@ from searchgym.retrievers.index import read_meta
 from searchgym.retrievers.simulated import DEFAULT_PARAMS as SIMULATOR_PARAMS
 from searchgym.retrievers.simulated import NoiseCurriculum, Simulated
 from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
+from searchgym.tasks.fanoutqa import load_fanoutqa
 from searchgym.tasks.miniwiki import load_miniwiki, miniwiki_path
 from searchgym.tasks.task import Task
 from searchgym.tasks.world import load_world
@@ -237,6 +238,33 @@ def mini_wiki(
     ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
     check_options(options)
     tasks = load_miniwiki(split, data_dir=data_dir)
+    retriever = make_retriever(
+        backend,
+        file_corpus(miniwiki_path(data_dir), "miniwiki"),
+        encoder=encoder,
+        reranker=reranker,
+        cache_dir=cache_dir,
+        show_progress=show_progress,
+    )
+    return search_env(tasks, retriever, **options)
+
+
+def fanout_qa(
+    *,
+    backend: str = "bm25",
+    split: str = "dev",
+    data_dir: str | Path | None = None,
+    encoder: str | Path | None = None,
+    reranker: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    show_progress: bool | None = None,
+    **options: Any,
+) -> gym.Env:
+    """FanOutQA's human-written questions whose evidence is a mini-wiki paragraph
+    (`load_fanoutqa`, needs the ``fanoutqa`` extra), searched over the whole mini-wiki corpus as
+    in `mini_wiki`."""
+    check_options(options)
+    tasks = load_fanoutqa(split, data_dir=data_dir)
     retriever = make_retriever(
         backend,
         file_corpus(miniwiki_path(data_dir), "miniwiki"),

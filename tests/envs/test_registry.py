@@ -1,5 +1,6 @@
 import json
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -18,6 +19,7 @@ from searchgym.tasks.datasets import BENCHMARKS
 from searchgym.tasks.miniwiki import miniwiki_path
 
 SMALL_WORLD = {"n_passages": 300}
+FANOUTQA_DATA = Path(__file__).resolve().parents[1] / "fixtures" / "fanoutqa"
 
 
 @pytest.fixture
@@ -46,6 +48,11 @@ def small_kwargs(request, env_id, tmp_path):
         return backend_kwargs(request, family, backend.lower(), tmp_path / "cache")
     if backend == "Simulated":
         return {**SMALL_WORLD, "generator": ScriptedSimulator()}
+    if family == "FanOutQA":  # the mini-wiki paragraphs its questions need (tests/tasks/test_fanoutqa.py)
+        pytest.importorskip(
+            "fanoutqa", reason='fanoutqa is an optional extra: pip install "searchgym[fanoutqa]"'
+        )
+        return {"data_dir": FANOUTQA_DATA}
     return SMALL_WORLD if family == "FictionalQA" else {}
 
 
