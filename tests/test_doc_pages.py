@@ -46,6 +46,8 @@ BLOCKS = {
     ): "agents/test_verifiers_env.py::test_docs_page_verifiers03_section_runs",
     ("trainers/verl.md", "python", 0): "agents/test_verl_adapter.py::test_the_docs_page_runs",
     ("trainers/verl.md", "bash", 0): "agents/test_verl_adapter.py::test_the_docs_page_runs",
+    ("fanoutqa.md", "bash", 0): "tasks/test_fanoutqa.py::test_the_docs_eval_command_runs_as_written",
+    ("fanoutqa.md", "python", 0): "tasks/test_fanoutqa.py::test_the_docs_python_example_runs_as_written",
 }
 
 

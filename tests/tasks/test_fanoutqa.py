@@ -10,13 +10,16 @@ them is the one over the whole corpus, which
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import doc_block
 
 import searchgym
 from searchgym.agents import HeuristicAgent, OracleAgent, run_episodes, summarize
+from searchgym.cli import main
 from searchgym.errors import ConfigError, DataNotFoundError, DependencyNotInstalled
 from searchgym.tasks import fanoutqa as fq
 from searchgym.tasks.metrics import normalize_answer
@@ -203,3 +206,28 @@ def test_the_heuristic_runs(dev_episodes):
     heuristic = dev_episodes["HeuristicAgent"]
     assert heuristic["n"] == 31 and heuristic["searches"] == 1.0 and heuristic["invalid_rate"] == 0.0
     assert 0.0 < heuristic["em"] < 1.0
+
+
+def test_the_docs_eval_command_runs_as_written(tmp_path, monkeypatch, capsys):
+    """docs/fanoutqa.md's command, verbatim, over the fixture's paragraphs (the page's figures are
+    over the whole corpus, where BM25 misses more pages)."""
+    [command] = [line for line in doc_block("fanoutqa.md", "bash").splitlines() if line.strip()]
+    argv = shlex.split(command)
+    assert argv[:2] == ["searchgym", "eval"]
+    monkeypatch.setenv("SEARCHGYM_DATA", str(FIXTURE))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert main(argv[1:]) == 0
+    out = capsys.readouterr().out
+    assert f"{ENV_ID}  31 tasks" in out
+    rows = {cells[0]: cells for cells in map(str.split, out.splitlines()) if cells[1:2] == ["all"]}
+    assert rows.keys() == {"oracle", "heuristic"} and rows["oracle"][3] == "1.000"
+
+
+def test_the_docs_python_example_runs_as_written(monkeypatch, capsys):
+    monkeypatch.setenv("SEARCHGYM_DATA", str(FIXTURE))
+    exec(compile(doc_block("fanoutqa.md", "python"), "docs/fanoutqa.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "What is the origin city of The Beatles? ('Liverpool',)",
+        "True",
+    ]
