@@ -76,6 +76,9 @@ class GRPOConfig:
     decide, before ``info_gain`` is added: a group that only the gain splits is dropped too."""
     max_refill_rounds: int = 3
     """Dynamic sampling: at most this many extra rounds of tasks per step."""
+    max_refill_seconds: float | None = None
+    """Dynamic sampling: no refill round starts once the step's rollout has run this long (None:
+    no bound). A step that ends short trains on the informative groups it has, and says so."""
     oversample: float = 1.0
     """Dynamic sampling: the first round plays this many times ``tasks_per_step`` tasks (rounded
     up), side by side, so that the step seldom needs refill rounds, which decode only a few

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -125,7 +126,12 @@ def step_seed(cfg: GRPOConfig, step: int, accelerator: Any) -> int:
 
 
 def play_groups(
-    policy: Any, envs: Sequence[Any], tasks: Sequence[Any], cfg: GRPOConfig, seed: int
+    policy: Any,
+    envs: Sequence[Any],
+    tasks: Sequence[Any],
+    cfg: GRPOConfig,
+    seed: int,
+    on_turn: Callable[[int], None] | None = None,
 ) -> list[list[Any]]:
     """``group_size`` sampled episodes of every task, all envs in one batched rollout; returns
     the episodes grouped by task."""
@@ -140,7 +146,7 @@ def play_groups(
     agents = [PolicyAgent(policy, params) for _ in envs]
     repeated = [task for task in tasks for _ in range(cfg.group_size)]
     episodes: list[Any] = [None] * len(repeated)
-    for i, episode in rollout(envs, agents, repeated, seed=seed):
+    for i, episode in rollout(envs, agents, repeated, seed=seed, on_turn=on_turn):
         if episode.trajectory is None:
             raise ConfigError(f"GRPO trains a local model; policy {policy.name!r} returned no tokens")
         episodes[i] = episode
@@ -148,7 +154,13 @@ def play_groups(
 
 
 def play_step(
-    policy: Any, envs: Sequence[Any], train_tasks: Sequence[Any], step: int, cfg: GRPOConfig, accelerator: Any
+    policy: Any,
+    envs: Sequence[Any],
+    train_tasks: Sequence[Any],
+    step: int,
+    cfg: GRPOConfig,
+    accelerator: Any,
+    status: Callable[[str], None] = lambda text: None,
 ) -> tuple[list[list[Any]], dict[str, float]]:
     """The groups step ``step`` learns from, and how many were played. Without dynamic sampling,
     the step's tasks (`step_tasks`). With it (DAPO), groups whose rewards are all equal carry no
@@ -156,16 +168,26 @@ def play_step(
     the same) are played in up to ``max_refill_rounds`` rounds until the step has as many
     informative groups as tasks; the first round already adds such tasks (``oversample``). The
     CPU engine keeps the trained episodes' keys and values, across rounds, for the information
-    gain (the others' it frees at once): call `drop_caches` before the update."""
+    gain (the others' it frees at once): call `drop_caches` before the update. Refill rounds stop
+    after ``max_refill_seconds`` too; ``rollout/short_groups`` counts the informative groups the
+    step lacks. ``status(text)`` hears the round and the turns played, as they are played."""
     tasks = step_tasks(train_tasks, step, cfg, accelerator)
+    start = time.perf_counter()
     seed = step_seed(cfg, step, accelerator)
 
     def drawn(n: int, round_: int) -> list[Any]:
         rng = torch.Generator().manual_seed(seed * 31 + round_)
         return [train_tasks[int(i)] for i in torch.randint(len(train_tasks), (n,), generator=rng)]
 
-    def play(tasks: Sequence[Any], seed: int) -> list[list[Any]]:
-        groups = play_groups(policy, envs[: len(tasks) * cfg.group_size], tasks, cfg, seed)
+    def play(tasks: Sequence[Any], seed: int, round_: int = 0) -> list[list[Any]]:
+        turns = 0
+
+        def on_turn(n: int) -> None:
+            nonlocal turns
+            turns += n
+            status(f"round {round_}: {len(tasks)} groups, {turns} turns")
+
+        groups = play_groups(policy, envs[: len(tasks) * cfg.group_size], tasks, cfg, seed, on_turn)
         return guided(policy, envs, tasks, groups, cfg, seed) if cfg.guide else groups
 
     first = list(tasks)
@@ -177,18 +199,24 @@ def play_step(
         kept = informative(policy, groups)
         for round_ in range(1, cfg.max_refill_rounds + 1):
             missing = len(tasks) - len(kept)
-            if missing <= 0:
+            out_of_time = (
+                cfg.max_refill_seconds is not None and time.perf_counter() - start > cfg.max_refill_seconds
+            )
+            if missing <= 0 or out_of_time:
                 break
-            more = play(drawn(missing, round_), seed + round_ * 104_729)
+            more = play(drawn(missing, round_), seed + round_ * 104_729, round_)
             played, degenerate = played + len(more), degenerate + sum(map(is_degenerate, more))
             kept += informative(policy, more)
         forget(policy, kept[len(tasks) :])
         groups = kept[: len(tasks)] or groups  # none informative: learn nothing from the step's own
+        short = max(len(tasks) - len(kept), 0)
     metrics = {
         "rollout/degenerate_groups": degenerate / played,
         "rollout/groups_played": float(played),
         "rollout/groups_trained": float(len(groups)),
     }
+    if cfg.dynamic_sampling:
+        metrics["rollout/short_groups"] = float(short)
     if cfg.guide:
         metrics["rollout/guided_groups"] = sum(is_guided(g[-1]) for g in groups) / len(groups)
     return groups, metrics

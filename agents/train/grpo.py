@@ -126,7 +126,13 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
     cached_kv = getattr(rollout_policy, "cached_kv", None)  # the CPU engine's, for the information gain
     for step in range(start_step, cfg.steps):
         tick = time.perf_counter()
-        groups, played = episodes.play_step(rollout_policy, envs, train_tasks, step, cfg, accelerator)
+        groups, played = episodes.play_step(
+            rollout_policy, envs, train_tasks, step, cfg, accelerator, status=bar.set_postfix_str
+        )
+        if played.get("rollout/short_groups") and main:
+            tqdm.write(
+                short_step_note(step + 1, played, cfg, episodes.per_process(cfg.tasks_per_step, accelerator))
+            )
         scored = time.perf_counter()
         samples, metrics = score_groups(groups, cfg, model, tokenizer, protocol, cached_kv)
         episodes.drop_caches(rollout_policy)  # the update changes the weights they belong to
@@ -177,6 +183,20 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
     for env in envs:
         env.close()
     return summary
+
+
+def short_step_note(step: int, played: dict[str, float], cfg: GRPOConfig, wanted: int) -> str:
+    """What dynamic sampling dropped in a step that did not find the ``wanted`` informative groups
+    (this process's share of ``tasks_per_step``) within its refill rounds and time."""
+    n_played, short = int(played["rollout/groups_played"]), int(played["rollout/short_groups"])
+    dropped = round(played["rollout/degenerate_groups"] * n_played)
+    found = wanted - short
+    trains = f"trains on {found}" if found else "trains on the step's own groups, which carry no gradient"
+    return (
+        f"step {step}: dynamic sampling dropped {dropped} of {n_played} groups (all rewards equal) and "
+        f"found {found} of {wanted} informative groups within max_refill_rounds "
+        f"{cfg.max_refill_rounds} / max_refill_seconds {cfg.max_refill_seconds}; it {trains}"
+    )
 
 
 def score_groups(

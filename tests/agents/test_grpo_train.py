@@ -227,8 +227,9 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
     played = []
 
-    def play_groups(policy, envs, tasks, cfg, seed):
+    def play_groups(policy, envs, tasks, cfg, seed, on_turn=None):
         played.append([t for t in tasks])
+        on_turn(len(tasks) * cfg.group_size)
         return [
             [
                 SimpleNamespace(total_reward=r, trajectory=SimpleNamespace(prompt_ids=[t], ids=[r]))
@@ -247,12 +248,30 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
     assert forgotten == [[played[0][0], 1.0]] * 2 + [[played[1][0], 0.0]] * 2  # both degenerate groups
     assert metrics == {"rollout/degenerate_groups": 0.5, "rollout/groups_played": 4.0,
-                       "rollout/groups_trained": 2.0}  # fmt: skip
+                       "rollout/groups_trained": 2.0, "rollout/short_groups": 0.0}  # fmt: skip
     assert [len(t) for t in played] == [2, 1, 1]  # one refill per round while a group was missing
     first, played[:] = list(played), []
     script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
     episodes.play_step(None, [None] * 4, tasks, 3, cfg, accelerator)
     assert played == first  # the same tasks, refills included
+
+    # bounded in time: past max_refill_seconds no refill round starts; the step trains on the one
+    # informative group it found, says what it dropped, and shows its rounds as they are played
+    timed = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, max_refill_seconds=0.0)
+    script, played[:], shown = iter([[1.0, 1.0], [0.0, 1.0]]), [], []
+    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, timed, accelerator, status=shown.append)
+    assert [len(t) for t in played] == [2] and len(groups) == 1 and metrics["rollout/short_groups"] == 1.0
+    assert shown == ["round 0: 2 groups, 4 turns"]
+    assert grpo.short_step_note(4, metrics, timed, wanted=2) == (
+        "step 4: dynamic sampling dropped 1 of 2 groups (all rewards equal) and found 1 of 2 informative "
+        "groups within max_refill_rounds 3 / max_refill_seconds 0.0; it trains on 1"
+    )
+    script, played[:] = iter([[1.0, 1.0], [0.0, 0.0]]), []
+    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, timed, accelerator)
+    assert len(groups) == 2 and metrics["rollout/short_groups"] == 2.0  # none informative: its own
+    assert grpo.short_step_note(4, metrics, timed, wanted=2).endswith(
+        "it trains on the step's own groups, which carry no gradient"
+    )
 
     off = GRPOConfig(tasks_per_step=2, group_size=2)
     script = iter([[1.0, 1.0], [0.0, 1.0]])
