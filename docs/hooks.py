@@ -5,6 +5,11 @@
 - ``reference/cli.md``: every ``searchgym`` command with its ``--help``, from the parser itself;
 - ``reference/config.md``: every key of `GRPOConfig` (``searchgym train --config``), with its type,
   default and docstring.
+
+It also lays out the import package for mkdocstrings, which renders ``reference/api.md`` from the
+docstrings: the sub-packages live in top-level folders (``envs/`` is ``searchgym.envs``, as
+pyproject.toml maps them), which griffe cannot follow, so ``build/api-src/searchgym`` links each
+where the import system finds it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import shutil
+from pathlib import Path
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
@@ -26,6 +33,24 @@ from searchgym.envs.protocols import PROTOCOLS
 from searchgym.envs.registry import list_ids
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
+
+ROOT = Path(__file__).resolve().parents[1]
+API_SRC = ROOT / "build" / "api-src"  # mkdocs.yml's mkdocstrings paths
+
+
+def on_config(config):
+    """Link the import package's layout under `API_SRC` for mkdocstrings (see the module doc)."""
+    shutil.rmtree(API_SRC, ignore_errors=True)
+    package = API_SRC / "searchgym"
+    package.mkdir(parents=True)
+    for entry in (ROOT / "searchgym").iterdir():
+        (package / entry.name).symlink_to(entry)
+    # a copy, not a link: griffe resolves the package's folder from its __init__.py
+    (package / "__init__.py").unlink()
+    shutil.copy(ROOT / "searchgym" / "__init__.py", package / "__init__.py")
+    for folder in ("envs", "agents", "retrievers", "tasks"):
+        (package / folder).symlink_to(ROOT / folder)
+    return config
 
 
 def on_files(files: Files, config) -> Files:

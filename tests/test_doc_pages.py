@@ -8,7 +8,6 @@ import io
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from doc_blocks import DOCS, ROOT, doc_block, page_blocks
+from doc_blocks import DOCS, ROOT, doc_block, free_port, page_blocks
 
 # (page, language, index among the page's blocks of that language) -> the test that runs it
 BLOCKS = {
@@ -46,6 +45,39 @@ BLOCKS = {
     ): "agents/test_verifiers_env.py::test_docs_page_verifiers03_section_runs",
     ("trainers/verl.md", "python", 0): "agents/test_verl_adapter.py::test_the_docs_page_runs",
     ("trainers/verl.md", "bash", 0): "agents/test_verl_adapter.py::test_the_docs_page_runs",
+    ("getting-started.md", "bash", 0): "test_guide_pages.py::test_the_install_line_is_the_readmes_set_up",
+    (
+        "getting-started.md",
+        "bash",
+        1,
+    ): "test_guide_pages.py::test_the_laptop_install_is_the_main_install_from_pytorchs_cpu_index",
+    ("getting-started.md", "bash", 2): "test_guide_pages.py::test_the_eval_commands_run_as_written",
+    ("getting-started.md", "bash", 3): "test_guide_pages.py::test_the_language_model_agents_run_as_written",
+    ("architecture.md", "text", 0): "test_guide_pages.py::test_the_architecture_names_only_files_that_exist",
+    ("architecture.md", "text", 1): "test_guide_pages.py::test_the_architecture_names_only_files_that_exist",
+    ("architecture.md", "text", 2): "test_guide_pages.py::test_the_architecture_names_only_files_that_exist",
+    ("environments.md", "python", 0): "test_guide_pages.py::test_the_live_web_env_builds_as_written",
+    ("environments.md", "bash", 0): "test_guide_pages.py::test_the_sweeps_run_shortened",
+    ("retrievers.md", "bash", 0): "test_guide_pages.py::test_the_index_builds_and_the_server_run_as_written",
+    ("tasks.md", "python", 0): "test_guide_pages.py::test_the_data_example_reads_local_benchmarks",
+    (
+        "tasks.md",
+        "bash",
+        0,
+    ): "test_guide_pages.py::test_the_data_scripts_fail_fast_offline_and_the_index_builds",
+    ("training.md", "bash", 0): "test_guide_pages.py::test_the_train_commands_run_shortened",
+    (
+        "training.md",
+        "bash",
+        1,
+    ): "test_guide_pages.py::test_the_reward_study_runs_shortened_and_continues_where_it_stopped",
+    ("plug-in.md", "python", 0): "test_guide_pages.py::test_a_reward_term_reads_the_episode_as_the_page_says",
+    (
+        "plug-in.md",
+        "toml",
+        0,
+    ): "test_guide_pages.py::test_the_plugin_entry_point_names_the_group_searchgym_loads",
+    ("viewer.md", "bash", 0): "test_guide_pages.py::test_the_viewer_serves_what_eval_wrote",
     ("fanoutqa.md", "bash", 0): "tasks/test_fanoutqa.py::test_the_docs_eval_command_runs_as_written",
     ("fanoutqa.md", "python", 0): "tasks/test_fanoutqa.py::test_the_docs_python_example_runs_as_written",
 }
@@ -66,12 +98,6 @@ def test_every_block_has_a_test():
         module, _, name = test.rpartition("::")
         source = (Path(__file__).parent / (module or "test_doc_pages.py")).read_text()
         assert re.search(rf"^def {name}\(", source, re.M), test
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_python(code: str, page: str) -> str:

@@ -38,6 +38,11 @@ def test_the_site_builds_strictly_with_every_id_and_command(tmp_path):
     config = (tmp_path / "site" / "reference" / "config" / "index.html").read_text()
     for field in dataclasses.fields(GRPOConfig):
         assert f"<code>{field.name}</code>" in config, field.name
+    api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()  # mkdocstrings
+    assert (
+        "A finished episode as reward terms see it" in api and 'id="searchgym.agents.train.grpo.train"' in api
+    )
+    assert '<span class="gp">&gt;&gt;&gt; </span>' in api and "<blockquote" not in api  # doctests are code
 
 
 def test_every_config_key_is_documented_and_listed_by_the_cli(capsys):

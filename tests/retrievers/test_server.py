@@ -1,12 +1,12 @@
 import concurrent.futures
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import httpx
 import pytest
+from doc_blocks import free_port
 
 from searchgym.envs import SearchEnv
 from searchgym.errors import RetrieverError
@@ -63,12 +63,6 @@ def test_concurrent_requests_are_batched(server):
         results = list(pool.map(lambda i: remote.search(f"capital city {i}", 2), range(64)))
     assert all(r and r[0].id in {"d1", "d3", "d7", "d5", "d2"} for r in results)
     assert batcher.batches - before < 64
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_dead_server_raises_retriever_error_after_retries():
