@@ -1,7 +1,7 @@
 """Reward studies: GRPO arms trained from one warm-started checkpoint, each evaluated greedily on the
 same dev tasks, compared paired with the start and with the first arm.
 
-    # the information-gain study of the README (the checkpoint is the main job's warm start)
+    # the information-gain study (docs/results.md; the checkpoint is the main job's warm start)
     python bench/reward_study.py --start runs/quickstart/checkpoints/step-000000 --out runs/study \
         --arm "outcome info_gain=0" --arm "info_gain info_gain=1.0" \
         --arm "igpo info_gain=1.0 advantage=igpo" --arm "outcome_20 info_gain=0 steps=20"

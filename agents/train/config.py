@@ -89,7 +89,7 @@ class GRPOConfig:
     policy never solves then still teaches it (off-policy guidance, as in LUFFY, Yan et al. 2025,
     without its policy shaping). The guide's tokens enter the loss with the trained model's own
     log-probs as the old ones (ratio 1, never clipped). None: groups hold sampled episodes only.
-    From the main job's seed-1 warm start it lowered dev EM (README, "Train")."""
+    From the main job's seed-1 warm start it lowered dev EM (docs/results.md, "Group size, updates per step, guidance")."""
     rollout_engine: RolloutEngine = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
 
