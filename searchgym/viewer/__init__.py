@@ -2,7 +2,9 @@
 
 `create_app` is the web app (FastAPI) that ``searchgym view`` serves on 127.0.0.1;
 `export_html` writes the same viewer as one self-contained HTML file. Episodes are read lazily
-(`EpisodeTable`), so a directory of 100,000 episodes opens at once.
+(`EpisodeTable`), so a directory of 100,000 episodes opens at once; the served page picks up
+the steps a running trainer writes later (`searchgym.viewer.live`). Every run is shown with the
+env it played (`Run.env`).
 """
 
 from searchgym.viewer.app import create_app

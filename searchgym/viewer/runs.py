@@ -8,7 +8,10 @@
 - a sweep (``searchgym sweep --out``): ``sweep.json`` and one JSONL of episodes per agent;
 - a single episodes ``.jsonl`` file.
 
-A directory is searched for runs three levels down, so ``runs/`` opens every run in it.
+A directory is searched for runs three levels down, so ``runs/`` opens every run in it. Each
+run carries the env it played as its own files record it (`Run.env`, `Run.env_options`), and
+`stamp` tells cheaply (names, sizes, modification times) whether a run's files have changed
+since it was read, so a running trainer's new steps can be picked up (`reload`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ class Run:
     """metrics.json of an eval run, sweep.json of a sweep."""
     curves: list[dict[str, float | None]] = field(default_factory=list)
     """The rows of a training run's metrics.jsonl."""
+    env: str | None = None
+    """The env id the run played, as its metrics.json, sweep.json or config.json records it."""
+    env_options: dict[str, Any] = field(default_factory=dict)
+    """What the env was made with, as recorded: eval's and sweep's ``env_kwargs`` (and eval's
+    ``simulator``); a training run's ``split``, ``max_turns``, ``env_kwargs`` and ``rewards``."""
 
 
 def discover(paths: Sequence[str | os.PathLike]) -> list[Run]:
@@ -112,18 +120,52 @@ def _names(paths: list[Path]) -> list[str]:
     return names
 
 
+def reload(index: int, run: Run) -> Run:
+    """``run`` (the ``index``-th) read again from its files."""
+    return _load(index, run.name, run.path, run.kind)
+
+
+def stamp(run: Run) -> tuple[tuple[str, int, int], ...]:
+    """What ``run``'s files are now: name, size and modification time of each file `reload`
+    reads (a missing one with size -1); when it changes, the run has. One ``stat`` per file and
+    one listing of the run's folder (of a training run's episodes/)."""
+    if run.kind == "file":
+        names = [run.path]
+    elif run.kind == "train":
+        names = [run.path / "metrics.jsonl", run.path / "config.json"]
+        episodes = run.path / "episodes"
+        if episodes.is_dir():
+            names += sorted(p for p in episodes.iterdir() if _STEP_FILE.fullmatch(p.name))
+    else:
+        names = [run.path / ("sweep.json" if run.kind == "sweep" else "metrics.json")]
+        names += sorted(run.path.glob("*.jsonl"))
+    return tuple(_stat(p) for p in names)
+
+
+def _stat(path: Path) -> tuple[str, int, int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return str(path), -1, 0
+    return str(path), st.st_size, st.st_mtime_ns
+
+
 def _load(index: int, name: str, path: Path, kind: Kind) -> Run:
     run = Run(name, kind, path)
     if kind == "file":
         run.sources = [Source(index, path.stem, path)]
+        run.env, run.env_options = _env_beside(path)
     elif kind == "train":
         run.curves = read_curves(path / "metrics.jsonl")
+        if (path / "config.json").is_file():
+            run.env, run.env_options = _train_env(_read_json(path / "config.json"))
         steps = [(int(m.group(1)), p) for p in (path / "episodes").glob("step-*.jsonl")
                  if (m := _STEP_FILE.fullmatch(p.name))]  # fmt: skip
         run.sources = [Source(index, f"step {s}", p, step=s) for s, p in sorted(steps)]
     else:
         meta_file = path / ("sweep.json" if kind == "sweep" else "metrics.json")
         run.metrics = _read_json(meta_file)
+        run.env, run.env_options = _eval_env(run.metrics)
         agents = run.metrics.get("agents") if isinstance(run.metrics.get("agents"), dict) else {}
         by_file = {_file_name(a): a for a in agents}
         for p in sorted(path.glob("*.jsonl")):
@@ -131,6 +173,57 @@ def _load(index: int, name: str, path: Path, kind: Kind) -> Run:
             stats = agents.get(label, {})
             run.sources.append(Source(index, label, p, interval=_interval(stats.get("all", stats))))
     return run
+
+
+def _eval_env(report: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The env of an eval's metrics.json or a sweep's sweep.json: ``env``, ``env_kwargs`` and
+    eval's ``simulator`` (the model that plays the search engine)."""
+    env, kwargs = report.get("env"), report.get("env_kwargs")
+    options = dict(kwargs) if isinstance(kwargs, dict) else {}
+    if report.get("simulator"):
+        options["simulator"] = report["simulator"]
+    return (None if env is None else str(env)), options
+
+
+def _train_env(config: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The env a training run's config.json made its rollouts with, as
+    ``searchgym.agents.train.episodes.make_env`` makes it: split, turn limit, kwargs, rewards."""
+    env, kwargs = config.get("env"), config.get("env_kwargs")
+    options = {name: config[key] for key, name in (("train_split", "split"), ("max_turns", "max_turns"))
+               if config.get(key) is not None}  # fmt: skip
+    options.update(kwargs if isinstance(kwargs, dict) else {})
+    if config.get("rewards"):
+        options["rewards"] = config["rewards"]
+    return (None if env is None else str(env)), options
+
+
+def _env_beside(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The env of the run a lone episodes file sits in (an eval's or sweep's folder, or a
+    training run's episodes/), if that run records one."""
+    found = [(path.parent / "sweep.json", _eval_env), (path.parent / "metrics.json", _eval_env)]
+    if path.parent.name == "episodes":
+        found.append((path.parent.parent / "config.json", _train_env))
+    for meta, read in found:
+        if meta.is_file():
+            try:
+                return read(_read_json(meta))
+            except ConfigError:  # a neighbour's file is only a hint: the episodes still open
+                continue
+    return None, {}
+
+
+def env_label(env: str | None, options: dict[str, Any]) -> str:
+    """An env id with the options it was made with, as the viewer names a run's env.
+
+    >>> env_label("searchgym/FictionalQA-BM25-v0", {"split": "dev", "hops": [2]})
+    'searchgym/FictionalQA-BM25-v0 (split=dev, hops=[2])'
+    >>> env_label(None, {})
+    'env not recorded'
+    """
+    if env is None:
+        return "env not recorded"
+    shown = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in options.items())
+    return f"{env} ({shown})" if shown else env
 
 
 def _file_name(agent: str) -> str:

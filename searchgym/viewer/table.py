@@ -3,12 +3,18 @@
 Opening indexes the byte offsets of each file's lines (`LineIndex`) and nothing more. The
 summaries the list filters and sorts on are read on first use, once, in one pass per file
 (`summarize_line`), into numpy columns; a full episode is parsed only when a page shows it.
+
+A table is not changed once built: the table of runs read again (new training steps) is a new
+one, built with the old (``previous``), which lends it every file that has not changed, read
+as far as it was, and keeps their episodes' and sources' numbers: new files come after.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +22,7 @@ import numpy as np
 from searchgym.errors import ConfigError
 from searchgym.viewer.jsonl import NUMBERS, LineIndex, summarize_line
 from searchgym.viewer.query import Query, group_summaries, select
-from searchgym.viewer.runs import Run, Source
+from searchgym.viewer.runs import Run, Source, env_label
 
 _COLUMNS = {  # column -> summary number
     "em": "em",
@@ -33,13 +39,53 @@ _COLUMNS = {  # column -> summary number
 }
 
 
-class EpisodeTable:
-    """Episodes of ``runs``, numbered from 0 in order of run, source and line."""
+class SourceFile:
+    """A source's file as it was when opened: its lines (`LineIndex`) and, read on first use,
+    their summaries (`LineIndex.summaries`, with a training step's number filled in)."""
 
-    def __init__(self, runs: Sequence[Run]) -> None:
+    def __init__(self, path: Path, step: int | None) -> None:
+        st = os.stat(path)  # before reading: a change while it is read shows in the next stamp
+        self.stamp = (st.st_size, st.st_mtime_ns)
+        self.index = LineIndex(path)
+        self.step = step
+        self._lock = threading.Lock()
+        self._summaries: tuple[np.ndarray, list[dict[str, Any]]] | None = None
+
+    def unchanged(self) -> bool:
+        """Whether the file still has the size and modification time it had when opened."""
+        try:
+            st = os.stat(self.index.path)
+        except FileNotFoundError:
+            return False
+        return (st.st_size, st.st_mtime_ns) == self.stamp
+
+    def summaries(self) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        with self._lock:
+            if self._summaries is None:
+                numbers, briefs = self.index.summaries()
+                if self.step is not None:  # rows written without "step" are the file's step
+                    step = numbers[:, NUMBERS.index("step")]
+                    step[np.isnan(step)] = self.step
+                self._summaries = numbers, briefs
+            return self._summaries
+
+
+class EpisodeTable:
+    """Episodes of ``runs``, numbered from 0 in order of run, source and line; with a
+    ``previous`` table (of the same runs, read earlier), its sources keep their numbers and
+    new ones come after them."""
+
+    def __init__(self, runs: Sequence[Run], *, previous: EpisodeTable | None = None) -> None:
         self.runs = list(runs)
-        self.sources: list[Source] = [s for run in self.runs for s in run.sources]
-        self.indexes = [LineIndex(s.path) for s in self.sources]
+        sources = [s for run in self.runs for s in run.sources]
+        kept: dict[Path, SourceFile] = {}
+        if previous is not None:
+            place = {s.path: i for i, s in enumerate(previous.sources)}
+            sources.sort(key=lambda s: place.get(s.path, len(place)))  # stable: new ones in run order
+            kept = {s.path: f for s, f in zip(previous.sources, previous.files) if f.unchanged()}
+        self.sources: list[Source] = sources
+        self.files = [kept.get(s.path) or SourceFile(s.path, s.step) for s in sources]
+        self.indexes = [f.index for f in self.files]
         sizes = np.array([len(ix) for ix in self.indexes], dtype=np.int64)
         self.first = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.arms = _arms(self.runs, self.sources)
@@ -80,11 +126,8 @@ class EpisodeTable:
 
     def _read_columns(self) -> dict[str, np.ndarray]:
         blocks = []
-        for source, index in zip(self.sources, self.indexes):
-            numbers, briefs = index.summaries()
-            if source.step is not None:  # rows written without "step" are the file's step
-                step = numbers[:, NUMBERS.index("step")]
-                step[np.isnan(step)] = source.step
+        for file in self.files:
+            numbers, briefs = file.summaries()
             blocks.append(numbers)
             self._brief.extend(briefs)
         table = np.concatenate(blocks) if blocks else np.zeros((0, len(NUMBERS)))
@@ -201,6 +244,9 @@ class EpisodeTable:
 
     def steps(self, run: int) -> list[dict[str, Any]]:
         """`summarize` of a training run's sampled episodes, per step."""
+        if not (0 <= run < len(self.runs) and self.runs[run].kind == "train"):
+            trains = ", ".join(f"{i} ({r.name})" for i, r in enumerate(self.runs) if r.kind == "train")
+            raise ConfigError(f"there is no training run {run}; training runs: {trains or 'none is open'}")
         cols = self.columns
         rows = np.flatnonzero(cols["run"] == run)
         return group_summaries(cols, rows, "step")
@@ -209,9 +255,10 @@ class EpisodeTable:
         """The runs, their sources and arms, and what each run's own files say (metrics, curves)."""
         sizes = np.diff(self.first).tolist()
         runs = [
-            {"name": r.name, "kind": r.kind, "path": str(r.path), "metrics": r.metrics, "curves": r.curves}
+            {"name": r.name, "kind": r.kind, "path": str(r.path), "metrics": r.metrics, "curves": r.curves,
+             "env": r.env, "env_options": r.env_options, "env_label": env_label(r.env, r.env_options)}
             for r in self.runs
-        ]
+        ]  # fmt: skip
         sources = [{"run": s.run, "label": s.label, "step": s.step, "n": n, "file": s.path.name}
                    for s, n in zip(self.sources, sizes)]  # fmt: skip
         arms = [{k: v for k, v in arm.items() if k != "interval"} for arm in self.arms]

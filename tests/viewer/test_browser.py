@@ -3,7 +3,9 @@ episode opened (gold evidence and rewards checked against the JSONL), two agents
 training and sweep pages drawn; script in a trajectory shown as text, never run; the static
 export works from a file. Screenshots go to each test's tmp dir."""
 
+import json
 import re
+import shutil
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -17,7 +19,7 @@ from viewer_browser import (
     stop_chromium,
     wait_for,
 )
-from viewer_runs import INJECTION
+from viewer_runs import INJECTION, train_metrics, write_step
 
 from searchgym.agents import load_episodes
 from searchgym.viewer import ViewerServer, create_app, export_html
@@ -55,8 +57,9 @@ def test_filter_open_an_episode_and_compare_two_agents(driver, server, eval_dir,
     }
     assert set(summary) == {"eval-bm25 · heuristic", "eval-bm25 · oracle"}
     em = sum(ep.em for ep in heuristic) / len(heuristic)
-    assert summary["eval-bm25 · heuristic"][1].text == f"{em:.3f}"
-    assert re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", summary["eval-bm25 · heuristic"][2].text)
+    assert summary["eval-bm25 · heuristic"][0].text == "searchgym/FictionalQA-BM25-v0"  # the env column
+    assert summary["eval-bm25 · heuristic"][2].text == f"{em:.3f}"
+    assert re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", summary["eval-bm25 · heuristic"][3].text)
     screenshot(driver, tmp_path, "list")
 
     # filter: the heuristic's failures
@@ -188,3 +191,119 @@ def test_the_export_works_from_a_file_like_the_server(driver, server, eval_dir, 
     assert driver.find_elements(By.CSS_SELECTOR, "tr.ep-row")
     screenshot(driver, tmp_path, "export-compare")
     assert console_errors(driver) == []
+
+
+def show_problem(driver, url: str) -> str:
+    """Go to ``url``, wait until the view has rendered (or failed to) and return the page's text."""
+    driver.execute_script("document.body && (document.body.dataset.ready = '')")
+    driver.get(url)
+    wait_for(driver, "document.body.dataset.ready && document.body.dataset.ready !== ''")
+    return driver.find_element(By.ID, "app").text
+
+
+BAD_LINKS = [
+    ("#/training?run=NOPE", 'There is no training run named "NOPE". Training runs: 1 (grpo-run).'),
+    (
+        "#/training?run=eval-bm25",
+        '"eval-bm25" is an eval run, not a training run. Training runs: 1 (grpo-run).',
+    ),
+    ("#/training?run=7", 'There is no training run named "7"'),
+    (
+        "#/training?run=<img src=x onerror=window.__pwned=3>",
+        'no training run named "<img src=x onerror=window.__pwned=3>"',
+    ),
+    ("#/episode/abc", 'There is no episode "abc": episodes are numbered 0–48'),
+    ("#/episode/99999", 'There is no episode "99999"'),
+    ("#/episode/", 'There is no episode ""'),
+    ("#/nowhere?x=1", 'There is no page "#/nowhere?x=1". Pages: #/episodes'),
+    ("#/episodes?runs=nope", 'There is no run named "nope". Runs: 0 (eval-bm25), 1 (grpo-run)'),
+    ("#/episodes?sources=999", 'sources=999: there is no agent or training step "999"'),
+    ("#/episodes?sort=question", "sort=question: it must be one of index, hops"),
+    ("#/episodes?limit=0", "limit=0: show 1 to 500 episodes a page."),
+    ("#/episodes?hops=two", "hops=two: give hop counts as numbers"),
+    ("#/episodes?colour=red", "The episodes list has no parameter colour"),
+    ("#/compare?a=abc&b=1", 'a=abc: there is no agent or training step "abc"'),
+    ("#/compare?a=0&b=1&show=bogus", "show=bogus: it must be one of differ"),
+    ("#/compare?a=0&b=1&task=nope", "task=nope: A and B have not both played this task"),
+]
+
+
+@pytest.mark.parametrize(("link", "message"), BAD_LINKS, ids=[link for link, _ in BAD_LINKS])
+def test_a_bad_link_shows_what_is_wrong_never_a_script_error(driver, server, link, message):
+    text = show_problem(driver, server.url + link)
+    assert message in text
+    assert not re.search(r"TypeError|undefined|null|NaN|\[object|bug in the viewer", text), text
+    assert driver.execute_script("return window.__pwned === undefined && !document.querySelector('#app img')")
+    assert console_errors(driver) == []  # checked in the page: nothing was asked of the server in vain
+
+
+def test_a_link_may_name_a_training_run_by_name(driver, server):
+    show(driver, server.url + "#/training?run=grpo-run")
+    assert driver.find_element(By.CSS_SELECTOR, "select[name=run]").get_attribute("value") == "grpo-run"
+    assert (
+        "env: searchgym/FictionalQA-BM25-v0 (split=train, max_turns=4, hops=[2])"
+        in driver.find_element(By.CSS_SELECTOR, ".filters").text
+    )
+
+
+def test_bad_links_in_an_export_say_what_is_wrong_too(driver, eval_dir, tmp_path):
+    export = export_html([eval_dir], tmp_path / "viewer.html")
+    assert 'There is no episode "x"' in show_problem(driver, export.path.as_uri() + "#/episode/x")
+    assert "There is no training run named" in show_problem(driver, export.path.as_uri() + "#/training?run=x")
+    assert "sort=nope" in show_problem(driver, export.path.as_uri() + "#/episodes?sort=nope")
+    assert console_errors(driver) == []
+
+
+def test_every_run_is_shown_with_its_env(driver, server, tmp_path):
+    show(driver, server.url + "#/episodes", summary=True)
+    assert driver.find_element(By.ID, "where").text == "4 runs · 3 envs · 49 episodes"
+    envs = {
+        row.find_element(By.TAG_NAME, "th").text: row.find_element(By.CSS_SELECTOR, "td.env").text
+        for row in driver.find_elements(By.CSS_SELECTOR, "table.summary tbody tr")
+    }
+    assert envs["eval-bm25 · oracle"] == "searchgym/FictionalQA-BM25-v0"
+    assert envs["grpo-run"] == "searchgym/FictionalQA-BM25-v0 (split=train, max_turns=4, hops=[2])"
+    runs = [o.text for o in Select(driver.find_element(By.NAME, "runs")).options]
+    assert "grpo-run · searchgym/FictionalQA-BM25-v0 (split=train, max_turns=4, hops=[2])" in runs
+    assert texts(driver, "tr.ep-row td.who .env")  # runs of several envs: each row names its env
+
+    show(driver, server.url + "#/episode/0")
+    facts = {e.find_element(By.CLASS_NAME, "k").text: e.find_element(By.CLASS_NAME, "v").text
+             for e in driver.find_elements(By.CSS_SELECTOR, ".fact")}  # fmt: skip
+    assert facts["env"] == "searchgym/FictionalQA-BM25-v0"
+
+    show(driver, server.url + "#/compare?a=0&b=1")  # two agents of one eval: one env
+    assert texts(driver, ".envs .env") == [
+        "A env: searchgym/FictionalQA-BM25-v0",
+        "B env: searchgym/FictionalQA-BM25-v0",
+    ]
+    assert not driver.find_elements(By.CSS_SELECTOR, ".env-differ")
+    show(driver, server.url + "#/compare?a=1&b=2")  # the eval's oracle against a training step
+    assert "played different envs" in driver.find_element(By.CSS_SELECTOR, ".env-differ").text
+    screenshot(driver, tmp_path, "compare-envs")
+    assert console_errors(driver) == []
+
+
+def test_a_running_trainers_new_steps_appear_without_a_restart(driver, train_dir, tmp_path):
+    run = tmp_path / "grpo-live"
+    shutil.copytree(train_dir, run)
+    with ViewerServer(create_app([run], refresh_interval=0)) as viewer:
+        show(driver, viewer.url + "#/training")
+        assert texts(driver, "tr[data-step] td:first-child") == ["1", "2", "3", "4"]
+        write_step(run, 5)  # what the trainer writes after the viewer started
+        with (run / "metrics.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": 5, **train_metrics(5)}) + "\n")
+        wait_for(driver, "document.querySelector(\"tr[data-step='5']\")", timeout=30)  # the page polls
+        assert texts(driver, "tr[data-step] td:first-child") == ["1", "2", "3", "4", "5"]
+        points = driver.execute_script(
+            "return [...document.querySelectorAll('figure title')].map((t) => t.textContent)"
+        )
+        assert any(p.startswith("rollout/em · step 5:") for p in points)  # the new metrics line
+        assert "30 episodes" in driver.find_element(By.ID, "where").text
+        screenshot(driver, tmp_path, "training-live")
+
+        write_step(run, 6)  # a link to one of its episodes before the page has polled again
+        show(driver, viewer.url + "#/episode/30")
+        assert "grpo-live · step 6" in driver.find_element(By.CSS_SELECTOR, ".facts").text
+        assert "36 episodes" in driver.find_element(By.ID, "where").text
+        assert console_errors(driver) == []

@@ -60,34 +60,54 @@ def train_episode(step: int, group: int, task: int) -> Episode:
     )
 
 
-def write_train_run(run_dir: Path, steps: int = 4, groups: int = 2, tasks: int = 3) -> Path:
-    """metrics.jsonl (with dev EM intervals) and episodes/step-NNNNNN.jsonl as the trainer saves
-    them: each row an Episode.to_dict() plus "step" and "group"."""
-    with MetricsLog(run_dir, tensorboard=False) as log:
-        for step in range(1, steps + 1):
-            metrics = {
-                "reward/total": step / steps,
-                "reward/outcome": step / steps,
-                "reward/cost": -0.1,
-                "rollout/em": step / steps,
-                "rollout/searches": 1.0 + step / steps,
-                "rollout/invalid_rate": 1 / (step + 1),
-                "rollout/degenerate_groups": 0.5 / step,
-                "loss/entropy": 1.0 / step,
-                "loss/kl": 0.01 * step if step != 2 else math.nan,
-                "time/step_s": 1.5,
-            }
-            if step % 2 == 0:
-                metrics |= {"eval/em": step / steps, "eval/em_low": step / steps - 0.1, "eval/em_high": 1.0}
-            log.log(step, metrics)
+TRAIN_CONFIG = {"env": "searchgym/FictionalQA-BM25-v0", "env_kwargs": {"hops": [2]}, "train_split": "train",
+                "eval_split": "dev", "max_turns": 4, "rewards": {}, "steps": 4}  # fmt: skip
+"""The part of a GRPOConfig (config.json) that names the env."""
+
+
+def train_metrics(step: int, steps: int = 4) -> dict[str, float]:
+    """The metrics.jsonl line the trainer writes at ``step``."""
+    metrics = {
+        "reward/total": step / steps,
+        "reward/outcome": step / steps,
+        "reward/cost": -0.1,
+        "rollout/em": step / steps,
+        "rollout/searches": 1.0 + step / steps,
+        "rollout/invalid_rate": 1 / (step + 1),
+        "rollout/degenerate_groups": 0.5 / step,
+        "loss/entropy": 1.0 / step,
+        "loss/kl": 0.01 * step if step != 2 else math.nan,
+        "time/step_s": 1.5,
+    }
+    if step % 2 == 0:
+        metrics |= {"eval/em": step / steps, "eval/em_low": step / steps - 0.1, "eval/em_high": 1.0}
+    return metrics
+
+
+def write_step(run_dir: Path, step: int, groups: int = 2, tasks: int = 3) -> Path:
+    """episodes/step-NNNNNN.jsonl as the trainer saves it: each row an Episode.to_dict() plus
+    "step" and "group"."""
     folder = run_dir / "episodes"
     folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step-{step:06d}.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for group in range(groups):
+            for task in range(tasks):
+                row = {**train_episode(step, group, task).to_dict(), "step": step, "group": group}
+                f.write(json.dumps(row) + "\n")
+    return path
+
+
+def write_train_run(run_dir: Path, steps: int = 4, groups: int = 2, tasks: int = 3) -> Path:
+    """config.json, metrics.jsonl (with dev EM intervals) and episodes/step-NNNNNN.jsonl as the
+    trainer writes them."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(TRAIN_CONFIG), encoding="utf-8")
+    with MetricsLog(run_dir, tensorboard=False) as log:
+        for step in range(1, steps + 1):
+            log.log(step, train_metrics(step, steps))
     for step in range(1, steps + 1):
-        with (folder / f"step-{step:06d}.jsonl").open("w", encoding="utf-8") as f:
-            for group in range(groups):
-                for task in range(tasks):
-                    row = {**train_episode(step, group, task).to_dict(), "step": step, "group": group}
-                    f.write(json.dumps(row) + "\n")
+        write_step(run_dir, step, groups, tasks)
     return run_dir
 
 

@@ -13,21 +13,50 @@ SG.firstDivergence = function firstDivergence(a, b) {
   return -1;
 };
 
+const SHOWS = ["differ", "a", "b", "both", "neither", "all"];
+
+// What A and B played: each one's env under its menu, and a warning when the two differ
+// (tasks are matched by id, which then need not be the same question).
+function envNote(ov, a, b) {
+  const h = SG.h;
+  const env = (s) => (s === null ? null : SG.envLabel(ov, ov.sources[s].run));
+  const [ea, eb] = [env(a), env(b)];
+  return h("div", { class: "filter-row envs" },
+    ea !== null ? h("span", { class: "env", "data-side": "a" }, h("span", { class: "side a" }, "A"), " env: ", ea) : null,
+    eb !== null ? h("span", { class: "env", "data-side": "b" }, h("span", { class: "side b" }, "B"), " env: ", eb) : null,
+    ea !== null && eb !== null && ea !== eb
+      ? h("div", { class: "env-differ" }, "⚠ A and B played different envs: tasks are matched by their task id, " +
+        "which need not name the same question in both.") : null);
+}
+
 SG.views.compare = async function compare(params, ov) {
   const h = SG.h;
   const p = { ...params };
   const go = (changes) => { location.hash = SG.link("compare", { ...p, ...changes }); };
-  const options = [["", "choose…"], ...ov.sources.map((s, i) => [String(i), `${SG.sourceLabel(ov, i)} (${s.n})`])];
+  const many = SG.manyEnvs(ov);
+  const options = [["", "choose…"], ...SG.sourcesByRun(ov).map(([i, s]) => [String(i),
+    `${SG.sourceLabel(ov, i)} (${s.n})` + (many ? ` · ${SG.envLabel(ov, s.run)}` : "")])];
   if (p.a === undefined && ov.sources.length > 1) { p.a = "0"; }
   if (p.b === undefined && ov.sources.length > 1) { p.b = String(ov.sources.findIndex((s, i) => String(i) !== p.a)); }
+  let problem = null, a = null, b = null;
+  try {
+    a = p.a === undefined || p.a === "" ? null : SG.findSource(ov, p.a, "a");
+    b = p.b === undefined || p.b === "" ? null : SG.findSource(ov, p.b, "b");
+    if (p.show && !SHOWS.includes(p.show)) throw SG.problem(`show=${p.show}: it must be one of ${SHOWS.join(", ")}.`);
+  } catch (e) {
+    if (!e.readable) throw e;
+    problem = e.message;
+  }
   const pickers = h("section", { class: "card filters" }, h("div", { class: "filter-row" },
     h("label", {}, h("span", { class: "side a" }, "A"), SG.select(options, p.a ?? "", (v) => go({ a: v }), { name: "a" })),
     h("button", { onclick: () => go({ a: p.b, b: p.a }) }, "⇄ swap"),
-    h("label", {}, h("span", { class: "side b" }, "B"), SG.select(options, p.b ?? "", (v) => go({ b: v }), { name: "b" }))));
-  if (p.a === undefined || p.b === undefined || p.a === "" || p.b === "") {
+    h("label", {}, h("span", { class: "side b" }, "B"), SG.select(options, p.b ?? "", (v) => go({ b: v }), { name: "b" }))),
+  problem ? null : envNote(ov, a, b));
+  if (problem) return h("div", { class: "view" }, pickers, SG.error(problem));
+  if (a === null || b === null) {
     return h("div", { class: "view" }, pickers, SG.card(null, h("p", { class: "muted" }, "Choose two agents or training steps.")));
   }
-  const cmp = await SG.api.compare(p.a, p.b);
+  const cmp = await SG.api.compare(a, b);
   const count = (k) => cmp.rows.filter((r) => r.solved === k).length;
   const show = p.show || "differ";
   const shown = cmp.rows.filter((r) => show === "all" || (show === "differ" ? r.solved === "a" || r.solved === "b" : r.solved === show));
@@ -49,7 +78,8 @@ SG.views.compare = async function compare(params, ov) {
       h("td", { class: "muted" }, r.task_id), h("td", { class: "question" }, r.question),
       h("td", {}, SG.emBadge(r.em_a)), h("td", {}, SG.emBadge(r.em_b)))))));
   const row = cmp.rows.find((r) => r.task_id === p.task);
-  const pair = row ? await sideBySide(row, ov) : null;
+  const pair = row ? await sideBySide(row, ov)
+    : p.task ? SG.error(`task=${p.task}: A and B have not both played this task; choose another B, or a task in the table below.`) : null;
   return h("div", { class: "view" }, pickers, pair, table);
 };
 
@@ -62,6 +92,7 @@ async function sideBySide(row, ov) {
     return h("div", { class: "side-col" },
       h("h3", {}, h("span", { class: "side " + side }, side.toUpperCase()), SG.sourceLabel(ov, ep.source), " ", SG.emBadge(ep.em),
         h("a", { href: "#/episode/" + ep.id, class: "small-link" }, "open")),
+      h("div", { class: "env muted" }, SG.envLabel(ov, ep.run)),
       h("div", { class: "muted" }, "answer: ", ep.prediction ?? "(none)", " · reward ", SG.num(ep.total_reward)),
       ep.turns.map((t, i) => SG.turnView(t, i, evidence, i === at
         ? { cls: "diverge", banner: "↯ first divergence: turn " + (i + 1) } : null)),

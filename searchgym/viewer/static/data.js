@@ -2,14 +2,28 @@
 // embedded in it (#sg-data), queried here the way searchgym/viewer/query.py does on the server.
 "use strict";
 
+// Every failure of the API is a readable error: the server's own message (its "detail"), or
+// what went wrong getting one.
 SG.remote = {
   async get(path) {
-    const response = await fetch(path);
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.detail || response.statusText);
+    let response, text;
+    try {
+      response = await fetch(path);
+      text = await response.text();
+    } catch (e) {
+      throw SG.problem(`The viewer's server does not answer (is searchgym view still running?): ${e.message || e}`);
+    }
+    let body = null;
+    try { body = JSON.parse(text); } catch (e) { /* said below */ }
+    if (!response.ok) {
+      const detail = body && typeof body.detail === "string" ? body.detail : `${response.status} ${response.statusText}`;
+      throw SG.problem(detail);
+    }
+    if (body === null) throw SG.problem(`The viewer's server answered ${path} with something that is not JSON.`);
     return body;
   },
   overview() { return this.get("api/overview"); },
+  version() { return this.get("api/version"); },
   episodes(params) { return this.get("api/episodes?" + new URLSearchParams(params)); },
   summary(params) { return this.get("api/summary?" + new URLSearchParams(params)); },
   episode(id) { return this.get("api/episode/" + encodeURIComponent(id)); },
@@ -129,7 +143,10 @@ SG.local = function local(data) {
     },
     async episode(id) {
       const ep = data.episodes[id];
-      if (!ep) throw new Error("episode " + id + " is not in this export");
+      if (!ep) {
+        throw SG.problem(`Episode ${id} is not in this export (it holds ${Object.keys(data.episodes).length} of ` +
+          `${data.overview.episodes} episodes; searchgym view --export-max sets how many).`);
+      }
       return ep;
     },
     async compare(a, b) {
@@ -148,7 +165,10 @@ SG.local = function local(data) {
       }
       return { a: Number(a), b: Number(b), rows };
     },
-    async steps(run) { return SG.groupSummaries(data.rows.filter((r) => r.run === Number(run)), "step"); },
+    async steps(run) {
+      if (!data.overview.runs[run] || data.overview.runs[run].kind !== "train") throw SG.problem(`there is no training run ${run}`);
+      return SG.groupSummaries(data.rows.filter((r) => r.run === Number(run)), "step");
+    },
   };
 };
 

@@ -133,7 +133,7 @@ function evidenceChain(ep) {
 
 SG.episodeHeader = function episodeHeader(ep, ov) {
   const h = SG.h, src = ov.sources[ep.source];
-  const facts = [["agent / step", SG.sourceLabel(ov, ep.source)], ["task", ep.task_id],
+  const facts = [["agent / step", SG.sourceLabel(ov, ep.source)], ["env", SG.envLabel(ov, src.run)], ["task", ep.task_id],
     ["hops", ep.metadata && ep.metadata.hops], ["step", ep.step ?? src.step], ["group", ep.group],
     ["searches", ep.n_searches], ["invalid", ep.n_invalid], ["errors", ep.n_errors], ["turns", ep.turns.length],
     ["obs tokens", ep.obs_tokens], ["F1", SG.fmt(ep.f1, 2)],
@@ -150,7 +150,11 @@ SG.episodeHeader = function episodeHeader(ep, ov) {
 
 SG.views.episode = async function episode(params, ov, arg) {
   const h = SG.h;
-  const ep = await SG.api.episode(arg);
+  const number = /^\d+$/.test(arg) ? Number(arg) : NaN;
+  if (!(number < ov.episodes)) {
+    throw SG.problem(`There is no episode "${arg}": episodes are numbered 0–${ov.episodes - 1} (#/episode/0 is the first).`);
+  }
+  const ep = await SG.api.episode(number);
   const evidence = new Set(ep.evidence || []);
   const ids = JSON.parse(sessionStorage.getItem("sg-page") || "[]");
   const at = ids.indexOf(ep.id);

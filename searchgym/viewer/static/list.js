@@ -7,9 +7,42 @@ const SORTS = [["index", "#"], ["hops", "hops"], ["step", "step"], ["em", "EM"],
   ["searches", "searches"], ["invalid", "invalid"], ["errors", "errors"], ["reward", "reward"],
   ["turns", "turns"], ["tokens", "obs tokens"]];
 
+const QUERY_KEYS = [...FILTER_KEYS, "sort", "desc", "offset", "limit"];
+
+// The list's parameters as a link gives them, checked (with a readable error for a bad one,
+// before anything is asked of the server) and with runs named by name turned into numbers.
+function checkQuery(params, ov) {
+  const p = { limit: "50", ...params };
+  const unknown = Object.keys(p).filter((k) => !QUERY_KEYS.includes(k));
+  if (unknown.length) {
+    throw SG.problem(`The episodes list has no parameter ${unknown.join(", ")}; its parameters: ${QUERY_KEYS.join(", ")}.`);
+  }
+  const list = (text) => String(text).split(",").filter((x) => x.trim() !== "");
+  if (p.runs) p.runs = list(p.runs).map((r) => SG.findRun(ov, r)).join(",");
+  if (p.sources) p.sources = list(p.sources).map((s) => SG.findSource(ov, s, "sources")).join(",");
+  const choices = [["outcome", ["any", "solved", "failed"]], ["invalid", ["any", "none", "some"]],
+    ["errors", ["any", "none", "some"]], ["sort", SORTS.map(([k]) => k)]];
+  for (const [key, allowed] of choices) {
+    if (p[key] && !allowed.includes(p[key])) throw SG.problem(`${key}=${p[key]}: it must be one of ${allowed.join(", ")}.`);
+  }
+  const integer = (text) => /^-?\d+$/.test(String(text).trim());
+  if (p.hops && !list(p.hops).every(integer)) throw SG.problem(`hops=${p.hops}: give hop counts as numbers, e.g. hops=2,3.`);
+  for (const key of ["min_searches", "max_searches", "min_reward", "max_reward"]) {
+    if (p[key] && !Number.isFinite(Number(p[key]))) throw SG.problem(`${key}=${p[key]} is not a number.`);
+  }
+  for (const key of ["min_step", "max_step", "offset"]) {
+    if (p[key] && !integer(p[key])) throw SG.problem(`${key}=${p[key]} is not a whole number.`);
+  }
+  if (Number(p.offset || 0) < 0) throw SG.problem(`offset=${p.offset}: it must be 0 or more.`);
+  if (!integer(p.limit) || Number(p.limit) < 1 || Number(p.limit) > 500) {
+    throw SG.problem(`limit=${p.limit}: show 1 to 500 episodes a page.`);
+  }
+  return p;
+}
+
 SG.views.episodes = async function episodes(params, ov) {
   const h = SG.h;
-  const p = { limit: "50", ...params };
+  const p = checkQuery(params, ov);
   const page = await SG.api.episodes(p);
   const go = (changes) => {
     const next = { ...p, offset: "0", ...changes };
@@ -40,6 +73,7 @@ function summaryCard(page, ov) {
   const h = SG.h;
   const rows = page.groups.map((g) => h("tr", { "data-arm": g.arm },
     h("th", { scope: "row" }, SG.armLabel(ov, g.arm)),
+    h("td", { class: "env" }, SG.envLabel(ov, g.run)),
     h("td", { class: "num" }, SG.fmt(g.n)),
     h("td", { class: "num em" }, SG.fmt(g.em, 3)),
     h("td", { class: "num ci", title: "95% interval: " + g.ci }, `[${SG.fmt(g.em_low, 3)}, ${SG.fmt(g.em_high, 3)}]`),
@@ -54,7 +88,7 @@ function summaryCard(page, ov) {
   const sources = [...new Set(page.groups.map((g) => g.ci))];
   return SG.card("Summary",
     h("table", { class: "summary" },
-      h("thead", {}, h("tr", {}, ["agent / run", "episodes", "EM", "95% interval", "", "F1", "searches",
+      h("thead", {}, h("tr", {}, ["agent / run", "env", "episodes", "EM", "95% interval", "", "F1", "searches",
         "turns", "invalid", "errors", "reward", "obs tokens"].map((t) => h("th", {}, t)))),
       h("tbody", {}, rows)),
     h("p", { class: "note" }, "EM interval: ", sources.map((s) => s === "metrics.json"
@@ -74,9 +108,9 @@ function ciBar(g) {
 
 function filterBar(p, facets, ov, go, hasSteps) {
   const h = SG.h;
-  const runOptions = [["", "all runs"], ...ov.runs.map((r, i) => [String(i), r.name])];
+  const runOptions = [["", "all runs"], ...ov.runs.map((r, i) => [String(i), `${r.name} · ${r.env_label}`])];
   const runSel = p.runs ? p.runs.split(",").map(Number) : [];
-  const sources = ov.sources.map((s, i) => [i, s]).filter(([, s]) => !runSel.length || runSel.includes(s.run));
+  const sources = SG.sourcesByRun(ov).filter(([, s]) => !runSel.length || runSel.includes(s.run));
   const sourceOptions = [["", "all agents / steps"], ...sources.map(([i]) => [String(i), SG.sourceLabel(ov, i)])];
   const hops = p.hops ? p.hops.split(",") : [];
   const toggleHop = (v) => go({ hops: (hops.includes(v) ? hops.filter((x) => x !== v) : [...hops, v]).join(",") });
@@ -125,10 +159,11 @@ function episodeTable(page, p, ov, go, hasSteps) {
   const cols = [header("index", "#"), h("th", {}, "agent / step"), ...sorts.filter(([k]) => k === "hops" || k === "step")
     .map(([k, l]) => header(k, l)), h("th", {}, "question"), h("th", {}, "prediction · gold"),
   ...sorts.filter(([k]) => !["index", "hops", "step"].includes(k)).map(([k, l]) => header(k, l))];
+  const envs = SG.manyEnvs(ov);
   const body = page.rows.map((r) => h("tr", { class: "ep-row" + (r.em >= 1 ? " solved" : ""), "data-id": r.id,
     onclick: () => { location.hash = "#/episode/" + r.id; } },
   h("td", { class: "num muted" }, String(r.id)),
-  h("td", { class: "who" }, SG.sourceLabel(ov, r.source)),
+  h("td", { class: "who" }, SG.sourceLabel(ov, r.source), envs ? h("div", { class: "env muted" }, SG.envLabel(ov, r.run)) : null),
   h("td", { class: "num" }, SG.fmt(r.hops)),
   hasSteps ? h("td", { class: "num step-cell" }, SG.fmt(r.step)) : null,
   h("td", { class: "question" }, r.question),

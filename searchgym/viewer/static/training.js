@@ -24,8 +24,8 @@ function seriesOf(curves, key) {
 SG.views.training = async function training(params, ov) {
   const h = SG.h;
   const runs = ov.runs.map((r, i) => [i, r]).filter(([, r]) => r.kind === "train");
-  if (!runs.length) return SG.card("Training", h("p", { class: "muted" }, "No training run is open."));
-  const run = params.run !== undefined ? Number(params.run) : runs[0][0];
+  if (!runs.length && params.run === undefined) return SG.card("Training", h("p", { class: "muted" }, "No training run is open."));
+  const run = params.run !== undefined ? SG.findRun(ov, params.run, "train") : runs[0][0];
   const curves = ov.runs[run].curves || [];
   const keys = [...new Set(curves.flatMap((r) => Object.keys(r)))].filter((k) => k !== "step" && !BAND.test(k));
   const used = new Set();
@@ -36,9 +36,10 @@ SG.views.training = async function training(params, ov) {
   }).filter(Boolean);
   const others = keys.filter((k) => !used.has(k)).map((k) => SG.lineChart(k, [seriesOf(curves, k)], { width: 320, height: 170 }));
   const steps = await SG.api.steps(run);
-  const picker = SG.select(runs.map(([i, r]) => [String(i), r.name]), String(run), (v) => { location.hash = SG.link("training", { run: v }); }, { name: "run" });
+  const picker = SG.select(runs.map(([, r]) => [r.name, r.name]), ov.runs[run].name, (v) => { location.hash = SG.link("training", { run: v }); }, { name: "run" });
   return h("div", { class: "view" },
-    h("section", { class: "card filters" }, h("label", {}, "Training run ", picker), h("span", { class: "muted" }, " " + ov.runs[run].path)),
+    h("section", { class: "card filters" }, h("label", {}, "Training run ", picker),
+      h("span", { class: "env" }, " env: ", SG.envLabel(ov, run)), h("span", { class: "muted" }, " · " + ov.runs[run].path)),
     SG.card("Training curves", curves.length ? h("div", { class: "chart-grid" }, charts) : h("p", { class: "muted" }, "This run has no metrics.jsonl yet.")),
     others.length ? SG.card("Other metrics", h("div", { class: "chart-grid small" }, others)) : null,
     stepsCard(steps, run));
@@ -73,7 +74,7 @@ SG.views.sweep = async function sweep(params, ov) {
     for (const w of m.weights || []) (picks[w.best] = picks[w.best] || []).push(w.lambda);
     const points = Object.entries(m.agents).map(([name, a]) => ({ name, x: a.searches, y: a.accuracy, front: a.pareto, picked: picks[name] }));
     return SG.card(`${r.name}: accuracy against cost`,
-      h("p", { class: "muted" }, `${m.env || ""} · ${m.n ?? "?"} tasks · cost: ${m.cost || "per search"} · ringed: the best reward at λ`),
+      h("p", { class: "muted" }, `${r.env_label} · ${m.n ?? "?"} tasks · cost: ${m.cost || "per search"} · ringed: the best reward at λ`),
       SG.paretoChart(points),
       h("table", { class: "episodes" },
         h("thead", {}, h("tr", {}, ["agent", "EM", "F1", "searches", "turns", "on the front", ""].map((t) => h("th", {}, t)))),

@@ -72,11 +72,55 @@ SG.select = function select(options, value, onchange, attrs) {
 
 SG.sourceLabel = function sourceLabel(ov, s) {
   const src = ov.sources[s];
+  if (!src) throw SG.problem(`there is no agent or training step ${s}`);
   return ov.runs[src.run].name + " · " + src.label;
 };
 
+// [number, source] of every agent and training step, by run (steps a running trainer wrote
+// after the viewer opened have the last numbers, but are listed with their run).
+SG.sourcesByRun = (ov) => ov.sources.map((s, i) => [i, s]).sort(([, a], [, b]) => a.run - b.run);
+
 SG.armLabel = (ov, arm) => ov.arms[arm] ? ov.arms[arm].label : "?";
 
+// The env a run played (id and options), as its files record it.
+SG.envLabel = (ov, run) => (ov.runs[run] ? ov.runs[run].env_label : "?");
+SG.manyEnvs = (ov) => new Set(ov.runs.map((r) => r.env_label)).size > 1;
+
 SG.error = function error(message) {
-  return SG.h("div", { class: "error-box" }, message);
+  return SG.h("div", { class: "error-box", role: "alert" }, message);
+};
+
+// An error whose message is for the reader (a bad link, an unknown run): shown as it is.
+SG.problem = function problem(message) {
+  const e = new Error(message);
+  e.readable = true;
+  return e;
+};
+
+// "3 (eval-bm25), 4 (grpo-run)": what a link may name, for a message.
+SG.listRuns = (ov, kind) => ov.runs.map((r, i) => [i, r]).filter(([, r]) => !kind || r.kind === kind)
+  .map(([i, r]) => `${i} (${r.name})`).join(", ") || "none";
+
+// A run named in a link, by its name or its number (of the given kind, if any); a readable
+// error if there is none such.
+SG.findRun = function findRun(ov, value, kind) {
+  const [what, these] = kind === "train" ? ["training run", "Training runs"] : ["run", "Runs"];
+  const text = String(value).trim();
+  let at = ov.runs.findIndex((r) => r.name === text);
+  if (at < 0 && /^\d+$/.test(text) && Number(text) < ov.runs.length) at = Number(text);
+  if (at < 0) throw SG.problem(`There is no ${what} named "${text}". ${these}: ${SG.listRuns(ov, kind)}.`);
+  if (kind && ov.runs[at].kind !== kind) {
+    const other = ov.runs[at].kind;
+    throw SG.problem(`"${ov.runs[at].name}" is ${/^[aeiou]/.test(other) ? "an" : "a"} ${other} run, not a ${what}. ` +
+      `${these}: ${SG.listRuns(ov, kind)}.`);
+  }
+  return at;
+};
+
+// An agent or training step (a source) named in a link by its number.
+SG.findSource = function findSource(ov, value, param) {
+  const text = String(value).trim();
+  if (/^\d+$/.test(text) && Number(text) < ov.sources.length) return Number(text);
+  throw SG.problem(`${param}=${text}: there is no agent or training step "${text}"; they are numbered ` +
+    `0–${ov.sources.length - 1} (choose one in the menu of the episodes list or the compare page).`);
 };
