@@ -4,6 +4,7 @@ start all go through `target_logits`, so logits are computed only where a token 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,7 +49,11 @@ def target_logits(
     predicting[:, :-1] = target_mask[:, 1:]
     if takes_logits_to_keep(model):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **model_kwargs}
-        logits = model(**inputs, logits_to_keep=predicting).logits
+        if masks_logits():
+            logits = model(**inputs, logits_to_keep=predicting).logits
+        else:  # older transformers keep the same positions in every row: the rows' union, then each row's
+            columns = predicting.any(0).nonzero().squeeze(1)
+            logits = model(**inputs, logits_to_keep=columns).logits[predicting[:, columns]]
     else:
         logits = model(input_ids=input_ids, attention_mask=attention_mask, **model_kwargs).logits[predicting]
     logits = logits.reshape(-1, logits.shape[-1])
@@ -66,6 +71,16 @@ def token_logprobs(
     set (k ≥ 1), flattened in row-major order, in float32 (`target_logits`' ``model_kwargs``)."""
     logits = target_logits(model, input_ids, attention_mask, target_mask, **model_kwargs)
     return -torch.nn.functional.cross_entropy(logits, input_ids[target_mask.bool()], reduction="none")
+
+
+@functools.cache
+def masks_logits() -> bool:
+    """Whether transformers' models take a [batch, length] boolean ``logits_to_keep`` (its
+    ``slice_logits_to_keep``, in 5.2x; 5.17 indexed ``hidden_states[:, logits_to_keep]``, which
+    such a mask breaks). Older ones take positions shared by every row."""
+    from transformers import modeling_utils
+
+    return hasattr(modeling_utils, "slice_logits_to_keep")
 
 
 def takes_logits_to_keep(model: Any) -> bool:

@@ -283,3 +283,23 @@ def test_chunked_logprobs_and_their_gradients_match_an_unchunked_log_softmax(mon
     assert torch.isfinite(low).all() and torch.isfinite(low_grad).all()
     assert (low - logp).abs().max() < 0.05 * logp.abs().max()
     assert torch.nn.functional.cosine_similarity(low_grad, grad, dim=0) > 0.99
+
+
+def test_target_logits_are_the_same_where_transformers_takes_no_boolean_mask(monkeypatch, tiny_llama_dir):
+    """transformers 5.17 cannot keep a [batch, length] boolean mask of logits (seen on a GPU
+    machine's image): the union of the rows' positions is kept, then each row's are picked."""
+    from transformers import AutoModelForCausalLM
+
+    from searchgym.agents.train import scoring
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(0))
+    mask = torch.zeros(2, 12, dtype=torch.bool)
+    mask[0, [2, 3, 7]], mask[1, [5, 11]] = True, True
+    with torch.no_grad():
+        masked = scoring.target_logits(model, ids, torch.ones_like(ids), mask)
+        monkeypatch.setattr(scoring, "masks_logits", lambda: False)
+        shared = scoring.target_logits(model, ids, torch.ones_like(ids), mask)
+        whole = model(ids).logits[:, :-1][mask[:, 1:]]
+    assert masked.shape == (5, whole.shape[-1]) and torch.allclose(shared, masked, atol=1e-5)
+    assert torch.allclose(whole.float(), masked, atol=1e-5)
