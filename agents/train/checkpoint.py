@@ -6,11 +6,20 @@ transformers checkpoint so that it also loads as a model (``HFPolicy(path)``, ``
     config.json, model.safetensors, tokenizer files   # save_pretrained (a plain nn.Module: model.safetensors)
     optimizer.pt, scheduler.pt                        # state_dicts
     rng.pt                                            # python random, numpy global, torch CPU and CUDA
-    state.json                                        # step, data_state, extra; written last: the marker
+    state.json                                        # step, data_state, extra and the manifest; written last
 
 It is written into a hidden temporary directory beside the final one, every file is fsync'ed, and
 only then is the directory renamed into place, so a crash at any moment leaves the previous
 checkpoints intact and nothing half-written that `latest_checkpoint` would pick.
+
+``state.json`` is the manifest too, as ``searchgym.json`` is an index's: ``files`` gives the size
+of every other file, and ``sha256`` the digest of each under 16 MiB (config, tokenizer, random
+state, scheduler). The weights and optimizer state are checked by size alone, which catches the
+truncated or partial copies seen in practice; hashing them would read gigabytes on every save and
+resume. Every ``*.safetensors`` file must also open (its header covers the file exactly). A
+checkpoint that fails any of this is skipped by `latest_checkpoint`, which says why, and refused
+by `load_checkpoint`. One written before manifests existed (no ``files``) is taken if its weights
+open and its optimizer and random state are there.
 
     path = save_checkpoint(run_dir, step, model=model, optimizer=opt, data_state={"next_task": i})
     state = load_checkpoint(latest_checkpoint(run_dir), model=model, optimizer=opt)
@@ -22,6 +31,7 @@ sets them (the one place library code does); saving only reads them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import numbers
@@ -37,7 +47,7 @@ import numpy as np
 import torch
 
 from searchgym.agents.policies.models import hub_progress
-from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.errors import ConfigError, DataNotFoundError, SearchGymError
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +56,7 @@ MARKER = "state.json"
 _STEP_DIR = re.compile(r"step-(\d{6,})")
 _SAFETENSORS = "model.safetensors"
 _SAFETENSORS_INDEX = "model.safetensors.index.json"
+_HASHED_UP_TO = 16 * 2**20  # bytes: files this small get a sha256 in the manifest
 
 
 def save_checkpoint(
@@ -63,7 +74,7 @@ def save_checkpoint(
     """Write ``RUN_DIR/checkpoints/step-{step:06d}/`` atomically and return its path.
 
     ``data_state`` (where the run is in its task stream) and ``extra`` (e.g. the config) must be
-    JSON-serialisable. Afterwards only the newest ``keep`` checkpoints remain (None keeps all)
+    JSON-serialisable. Afterwards only the newest ``keep`` intact checkpoints remain (None keeps all)
     besides step 0, which is never pruned: it is the starting point (in GRPO, the policy after its
     warm start, which the KL term is measured against). Any checkpoint of a later step is removed:
     it belongs to a timeline this run has abandoned (resumed from an earlier one), and
@@ -75,7 +86,7 @@ def save_checkpoint(
     step = int(step)
     if keep is not None and (not isinstance(keep, int) or keep < 1):
         raise ConfigError(f"keep must be a positive integer or None (keep all), got {keep!r}")
-    state_text = _state_json(step, data_state, extra)
+    state = _state(step, data_state, extra)
     final = checkpoint_dir(run_dir, step)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
@@ -86,8 +97,14 @@ def save_checkpoint(
         if scheduler is not None:
             torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
         torch.save(_rng_state(), tmp / "rng.pt")
-        (tmp / MARKER).write_text(state_text, encoding="utf-8")
+        _write_state(tmp, state)
         _fsync_tree(tmp)
+        problem = _problem(tmp)
+        if problem is not None:  # before an older checkpoint can be pruned for it
+            raise SearchGymError(
+                f"the checkpoint of step {step} did not save intact ({problem}); the earlier ones are "
+                "untouched: check the disk's free space and health, then resume"
+            )
         _move_into_place(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -108,9 +125,14 @@ def load_weights(path: str | os.PathLike, model: torch.nn.Module) -> None:
 
 
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The complete checkpoint of the highest step under ``RUN_DIR/checkpoints``, or None."""
-    found = _complete(Path(run_dir) / CHECKPOINTS)
-    return found[-1][1] if found else None
+    """The complete and intact checkpoint of the highest step under ``RUN_DIR/checkpoints``, or
+    None; each newer one it skips, it names in a warning that says why."""
+    for _, path in reversed(_step_dirs(Path(run_dir) / CHECKPOINTS)):
+        problem = _problem(path)
+        if problem is None:
+            return path
+        logger.warning("skipping checkpoint %s: %s", path, problem)
+    return None
 
 
 def load_checkpoint(
@@ -127,8 +149,9 @@ def load_checkpoint(
     the optimizer must have been built over that model's parameters, as when it was saved.
     """
     path = Path(path)
-    if not (path / MARKER).is_file():
-        raise DataNotFoundError(f"{path} is not a complete checkpoint (no {MARKER}); see latest_checkpoint()")
+    problem = _problem(path)
+    if problem is not None:
+        raise DataNotFoundError(f"{path} is not a complete checkpoint ({problem}); see latest_checkpoint()")
     state = json.loads((path / MARKER).read_text(encoding="utf-8"))
     _load_model(model, path)
     if optimizer is not None:
@@ -143,11 +166,13 @@ def load_checkpoint(
     return {"step": state["step"], "data_state": state["data_state"], "extra": state["extra"], "path": path}
 
 
-def _state_json(step: int, data_state: dict[str, Any], extra: dict[str, Any] | None) -> str:
+def _state(step: int, data_state: dict[str, Any], extra: dict[str, Any] | None) -> dict[str, Any]:
+    state = {"step": step, "data_state": data_state, "extra": extra or {}}
     try:
-        return json.dumps({"step": step, "data_state": data_state, "extra": extra or {}}, indent=2) + "\n"
+        json.dumps(state)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"data_state and extra must be JSON-serialisable: {e}") from e
+    return state
 
 
 # --- model weights ---------------------------------------------------------------------------
@@ -249,16 +274,69 @@ def _torch_load(path: Path) -> Any:
 # --- files ---------------------------------------------------------------------------------------
 
 
-def _complete(root: Path) -> list[tuple[int, Path]]:
-    """(step, path) of every complete checkpoint under ``root``, by step."""
+def _write_state(directory: Path, state: dict[str, Any]) -> None:
+    """Write ``state.json``, with the manifest of every other file in ``directory``: call it last."""
+    files, digests = {}, {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MARKER):
+        name, size = path.relative_to(directory).as_posix(), path.stat().st_size
+        files[name] = size
+        if size <= _HASHED_UP_TO:
+            digests[name] = _sha256(path)
+    manifest = {"files": files, "sha256": digests}
+    (directory / MARKER).write_text(json.dumps(state | manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def _problem(directory: Path) -> str | None:
+    """Why ``directory`` is not a complete and intact checkpoint, or None when it is."""
+    try:
+        state = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {MARKER}, its manifest"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"{MARKER} is unreadable ({e})"
+    if not isinstance(state, dict):
+        return f"{MARKER} holds no JSON object"
+    if "files" not in state:  # written before manifests: the files a resume needs must be there
+        legacy = {"optimizer.pt", "rng.pt"} - {p.name for p in directory.iterdir()}
+        if legacy:
+            return f"{', '.join(sorted(legacy))} missing (a checkpoint without a manifest)"
+    for name, size in state.get("files", {}).items():
+        file = directory / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != size:
+            return f"{name} is {file.stat().st_size} bytes, not {size} (truncated or altered)"
+    for name, digest in state.get("sha256", {}).items():
+        if _sha256(directory / name) != digest:
+            return f"{name} has other contents than when it was saved (sha256 differs)"
+    from safetensors import SafetensorError, safe_open
+
+    weights = sorted(directory.glob("*.safetensors"))
+    if not weights:
+        return f"no {_SAFETENSORS}"
+    for file in weights:
+        try:
+            with safe_open(str(file), "pt"):
+                pass
+        except (SafetensorError, OSError) as e:
+            return f"{file.name} is unreadable ({e})"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _step_dirs(root: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every checkpoint directory under ``root``, complete or not, by step."""
     if not root.is_dir():
         return []
-    found = []
-    for path in root.iterdir():
-        match = _STEP_DIR.fullmatch(path.name)
-        if match and (path / MARKER).is_file():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.fullmatch(p.name))]
+    return sorted((step, path) for step, path in found if path.is_dir())
 
 
 def _move_into_place(tmp: Path, final: Path) -> None:
@@ -275,16 +353,22 @@ def _move_into_place(tmp: Path, final: Path) -> None:
 
 
 def _prune(root: Path, newest: Path, keep: int | None) -> None:
-    """Remove checkpoints after ``newest``, all but the ``keep`` newest up to it (step 0 stays),
-    and temporary directories that a crashed save left behind."""
-    complete = _complete(root)
-    found = [path for _, path in complete]
-    position = found.index(newest)
-    stale = found[position + 1 :]
+    """Remove checkpoints after ``newest`` (which `save_checkpoint` checked is intact), all but the
+    ``keep`` newest up to it (step 0 stays), and temporary directories that a crashed save left
+    behind. Only intact checkpoints count towards ``keep``; older broken ones are removed."""
+    found = _step_dirs(root)
+    position = [path for _, path in found].index(newest)
+    stale = [path for _, path in found[position + 1 :]]
     if stale:
         logger.warning("removing checkpoints after %s: %s", newest.name, ", ".join(p.name for p in stale))
-    older = complete[: max(position + 1 - keep, 0)] if keep is not None else []
-    doomed = stale + [path for step, path in older if step != 0]
+    older = [path for step, path in found[:position] if step != 0]
+    doomed = list(stale)
+    if keep is not None:
+        intact = [path for path in older if _problem(path) is None]
+        broken = [path for path in older if path not in intact]
+        if broken:
+            logger.warning("removing broken checkpoints: %s", ", ".join(p.name for p in broken))
+        doomed += broken + intact[: max(len(intact) + 1 - keep, 0)]
     doomed += [p for p in root.iterdir() if p.name.startswith((".tmp-", ".old-"))]
     for path in doomed:
         shutil.rmtree(path, ignore_errors=True)

@@ -47,7 +47,9 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
     the steps run and the wall time (also written to ``run_dir/summary.json``). Runs as one
     process or under ``accelerate launch`` (data parallel: each process plays its share of the
     step's tasks; gradients are summed across processes). ``on_eval(when, metrics)`` is called in
-    the main process as each evaluation ends (``when``: ``base``, ``before``, ``step N``, ``after``)."""
+    the main process as each evaluation ends (``when``: ``base``, ``before``, ``step N``, ``after``).
+    Resuming a run that already finished changes nothing and returns its summary (``resumed_from``:
+    ``cfg.steps``)."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
@@ -61,6 +63,20 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
         cpu=not torch.cuda.is_available(), mixed_precision="bf16" if _use_bf16(cfg) else "no"
     )
     main = accelerator.is_main_process
+    checkpoint = latest_checkpoint(run_dir) if cfg.resume else None  # it warns of each newer one it skips
+    if cfg.resume and checkpoint is None:
+        raise ConfigError(
+            f"--resume: no checkpoint in {run_dir / 'checkpoints'} is complete and intact (the warnings "
+            "above say why); start afresh with --overwrite"
+        )
+    finished = _finished_summary(run_dir, checkpoint, cfg.steps)
+    if finished is not None:  # nothing to run: no evaluation, no metrics row, no file changes
+        if main:
+            tqdm.write(
+                f"{run_dir} already finished at step {cfg.steps} (its checkpoint and summary.json are "
+                "there): nothing to resume, nothing changed; raise steps to train further"
+            )
+        return finished | {"resumed_from": cfg.steps, "is_main_process": main}
 
     def evaluate(when: str) -> dict[str, Any]:
         metrics = episodes.evaluate(cfg, rollout_policy, accelerator)
@@ -98,7 +114,6 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
         accelerator.wait_for_everyone()
 
     start_step, base, before = 0, None, None
-    checkpoint = latest_checkpoint(run_dir) if cfg.resume else None  # claim_run_dir checked there is one
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, model=model, optimizer=optimizer)
         start_step, before = state["step"], state["extra"].get("eval_before")
@@ -292,6 +307,21 @@ def to_sample(trajectory: Any, turn_advantages: Sequence[float]) -> Sample:
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     """An `episodes.evaluate` result as ``eval/*`` scalars for the metrics log."""
     return {f"eval/{k}": v for k, v in result.items() if k != "em_per_task"}
+
+
+def _finished_summary(run_dir: Path, checkpoint: Path | None, steps: int) -> dict[str, Any] | None:
+    """The ``summary.json`` of a run that already finished ``steps`` steps: resumed from the
+    checkpoint of that step, it would only evaluate again and log the final row twice. None if
+    the run is not finished (or its summary is of another number of steps)."""
+    from searchgym.agents.train.checkpoint import checkpoint_dir
+
+    if checkpoint is None or checkpoint != checkpoint_dir(run_dir, steps):
+        return None
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none, or cut short: the final evaluation runs again
+        return None
+    return summary if isinstance(summary, dict) and summary.get("steps") == steps else None
 
 
 def _reference_model(model: torch.nn.Module, run_dir: Path, start_step: int) -> torch.nn.Module:

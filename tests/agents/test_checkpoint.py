@@ -1,4 +1,6 @@
+import hashlib
 import json
+import logging
 import random
 
 import numpy as np
@@ -188,6 +190,78 @@ def test_step_zero_the_starting_point_is_never_pruned(tmp_path):
     for step in range(5):
         save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, data_state={}, keep=1)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-000000", "step-000004"]
+
+
+def cut(file, n_bytes: int = 16) -> None:
+    """Truncate ``file`` by ``n_bytes``, as an interrupted copy leaves it."""
+    with open(file, "r+b") as f:
+        f.truncate(file.stat().st_size - n_bytes)
+
+
+def test_state_json_is_the_manifest_of_every_file(tmp_path):
+    model, optimizer, scheduler = make_run()
+    path = save_checkpoint(tmp_path, 1, model=model, optimizer=optimizer, scheduler=scheduler, data_state={})
+    state = json.loads((path / "state.json").read_text())
+    sizes = {p.name: p.stat().st_size for p in path.iterdir() if p.name != "state.json"}
+    assert set(sizes) == {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.pt"}
+    assert state["files"] == sizes
+    assert state["sha256"] == {n: hashlib.sha256((path / n).read_bytes()).hexdigest() for n in sizes}
+
+
+def test_latest_skips_newer_broken_checkpoints_and_says_why(tmp_path, caplog):
+    model, optimizer, _ = make_run()
+    for step in range(1, 6):
+        save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, data_state={"pos": step}, keep=None)
+    root = tmp_path / "checkpoints"
+    size = (root / "step-000005" / "model.safetensors").stat().st_size
+    cut(root / "step-000005" / "model.safetensors", 16)
+    (root / "step-000004" / "state.json").unlink()
+    rng = (root / "step-000003" / "rng.pt").read_bytes()
+    (root / "step-000003" / "rng.pt").write_bytes(rng[:-1] + bytes([rng[-1] ^ 1]))  # same size
+    (root / "step-000002" / "optimizer.pt").unlink()
+
+    with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
+        assert latest_checkpoint(tmp_path) == root / "step-000001"
+    assert [r.getMessage().split("/checkpoints/")[1] for r in caplog.records] == [
+        f"step-000005: model.safetensors is {size - 16} bytes, not {size} (truncated or altered)",
+        "step-000004: no state.json, its manifest",
+        "step-000003: rng.pt has other contents than when it was saved (sha256 differs)",
+        "step-000002: optimizer.pt is missing",
+    ]
+    with pytest.raises(
+        DataNotFoundError, match=rf"not a complete checkpoint \(model.safetensors is {size - 16} "
+    ):
+        load_checkpoint(root / "step-000005", model=model, optimizer=optimizer)
+    assert load_checkpoint(root / "step-000001", model=model, optimizer=optimizer)["data_state"] == {"pos": 1}
+
+
+def test_a_checkpoint_from_before_manifests_is_taken_if_its_weights_open(tmp_path, caplog):
+    model, optimizer, _ = make_run()
+    for step in (1, 2):
+        path = save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, data_state={}, keep=None)
+        state = json.loads((path / "state.json").read_text())
+        (path / "state.json").write_text(json.dumps({k: state[k] for k in ("step", "data_state", "extra")}))
+    root = tmp_path / "checkpoints"
+    assert latest_checkpoint(tmp_path) == root / "step-000002"
+    assert load_checkpoint(root / "step-000002", model=model, optimizer=optimizer)["step"] == 2
+
+    cut(root / "step-000002" / "model.safetensors")
+    (root / "step-000001" / "rng.pt").unlink()
+    with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
+        assert latest_checkpoint(tmp_path) is None
+    assert "step-000002: model.safetensors is unreadable (" in caplog.records[0].getMessage()
+    assert "step-000001: rng.pt missing (a checkpoint without a manifest)" in caplog.records[1].getMessage()
+
+
+def test_only_intact_checkpoints_count_towards_keep(tmp_path):
+    model, optimizer, _ = make_run()
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, data_state={}, keep=None)
+    root = tmp_path / "checkpoints"
+    cut(root / "step-000002" / "model.safetensors")
+    save_checkpoint(tmp_path, 3, model=model, optimizer=optimizer, data_state={}, keep=2)
+    # the broken step 2 goes; step 1, the only intact one before step 3, stays
+    assert sorted(p.name for p in root.iterdir()) == ["step-000001", "step-000003"]
 
 
 def test_bad_arguments_write_nothing(tmp_path):
