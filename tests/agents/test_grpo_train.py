@@ -182,9 +182,9 @@ def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_d
         seen["sft"] |= {t.id for t in tasks}
         return record_sft(envs, tasks, *args, **kwargs)
 
-    def recorded_play(policy, envs, tasks, cfg, seed):
+    def recorded_play(policy, envs, tasks, cfg, seed, on_turn=None):
         seen["grpo"] |= {t.id for t in tasks}
-        return play(policy, envs, tasks, cfg, seed)
+        return play(policy, envs, tasks, cfg, seed, on_turn)
 
     monkeypatch.setattr(warm_start, "oracle_trajectories", recorded_sft)
     monkeypatch.setattr(train_episodes, "play_groups", recorded_play)
