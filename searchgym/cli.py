@@ -7,7 +7,8 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NoReturn
+import warnings
+from typing import Any, NoReturn
 
 from searchgym.errors import SearchGymError
 
@@ -52,24 +53,65 @@ def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
 
 
 def import_user_modules(names: list[str]) -> None:
-    """Import ``names`` (after the installed plug-ins), so that what they register can be named."""
-    from searchgym.registry import load_plugins
+    """Import ``names`` (after the installed plug-ins), so that what they register can be named.
+    A name that is not a module name, a module that is not there, or one that fails while it is
+    imported (an exception, ``sys.exit``) is a `SearchGymError` naming it."""
+    from searchgym.registry import describe_exception, load_plugins
 
     load_plugins()
     if names and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does
     for name in names:
+        check_module_name(name)
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name != name.split(".")[0] and e.name != name:
-                raise  # the module itself failed to import something: its own bug
+            if e.name not in (name, name.split(".")[0]):  # the module failed to import something
+                raise SearchGymError(f"--import {name}: importing it raised {describe_exception(e)}") from e
+            hint = f" (to import {name}, write --import {name[:-3]})" if name.endswith(".py") else ""
             raise SearchGymError(
-                f"--import {name}: no module {e.name!r} in the current directory or on PYTHONPATH"
+                f"--import {name}: no module {e.name!r} in the current directory or on PYTHONPATH{hint}"
             ) from e
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # a user's module that raises or calls sys.exit while imported
+            raise SearchGymError(f"--import {name}: importing it raised {describe_exception(e)}") from e
+
+
+def check_module_name(name: str) -> None:
+    """`SearchGymError` unless ``name`` is a module name as ``import`` takes it (not a file path).
+
+    >>> check_module_name("my_lab.envs")
+    >>> check_module_name("envs/my_lab.py")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.SearchGymError: --import envs/my_lab.py: not a module name; name it as Python \
+imports it (my_lab, or my_pkg.envs), from the directory that holds it or with that directory on PYTHONPATH
+    """
+    if all(part.isidentifier() for part in name.split(".")):
+        return
+    raise SearchGymError(
+        f"--import {name}: not a module name; name it as Python imports it (my_lab, or my_pkg.envs), "
+        "from the directory that holds it or with that directory on PYTHONPATH"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. A bad input is one line on stderr and status 2 (``--debug``
+    shows the traceback instead); Ctrl-C is one line and status 130."""
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_plugin_warnings(warnings.showwarning)
+        try:
+            return _run(argv)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            print("searchgym: interrupted", file=sys.stderr)
+            return 130
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         import_user_modules(args.imports)
@@ -82,6 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _one_line_plugin_warnings(show: Any) -> Any:
+    """``warnings.showwarning`` that prints a plug-in's failure as one line, others as ``show`` does."""
+    from searchgym.registry import PluginWarning
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, PluginWarning):
+            print(f"searchgym: warning: {message}", file=file or sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
 
 
 if __name__ == "__main__":

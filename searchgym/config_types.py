@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import math
 import os
@@ -153,26 +154,120 @@ def check_int(name: str, value: Any, low: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+MAX_YAML_BYTES = 1_000_000
+"""The largest YAML config read: a config is a few hundred bytes."""
+MAX_YAML_DEPTH = 32
+"""The deepest nesting of lists and mappings a YAML value may have (configs nest 3 levels)."""
+MAX_YAML_VALUES = 100_000
+"""The most values a YAML document may hold once its aliases are expanded (no alias bombs)."""
+
+
+class YAMLLimitError(Exception):
+    """A YAML text breaks a rule of `StrictLoader`; ``mark`` is where (``mark.line`` from 0)."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem, self.mark = problem, mark
+
+
+@functools.cache
+def _strict_loader() -> type:
+    import yaml
+    from yaml.nodes import MappingNode, SequenceNode
+
+    class StrictLoader(yaml.SafeLoader):
+        """`yaml.SafeLoader` that refuses a key given twice in one mapping, and values nested
+        deeper than `MAX_YAML_DEPTH` or holding more than `MAX_YAML_VALUES` (aliases expanded)."""
+
+        _depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self._depth += 1
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+            if isinstance(node, SequenceNode | MappingNode) and not hasattr(node, "extent"):
+                pairs = node.value if isinstance(node, MappingNode) else [(child,) for child in node.value]
+                children = [child for pair in pairs for child in pair]
+                extents = [getattr(child, "extent", (1, 1)) for child in children]
+                node.extent = (1 + max((d for d, _ in extents), default=0), 1 + sum(n for _, n in extents))
+                if node.extent[0] > MAX_YAML_DEPTH:  # through aliases
+                    raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", node.start_mark)
+                if node.extent[1] > MAX_YAML_VALUES:
+                    raise YAMLLimitError(
+                        f"holds more than {MAX_YAML_VALUES:,} values once its aliases are expanded",
+                        node.start_mark,
+                    )
+            return node
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, MappingNode):
+                first: dict[Any, Any] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        seen = first.setdefault(key, key_node.start_mark)
+                    except TypeError:  # unhashable: SafeLoader's own error
+                        break
+                    if seen is not key_node.start_mark:
+                        raise YAMLLimitError(
+                            f"duplicate key {key!r} (first on line {seen.line + 1}); give each key once",
+                            key_node.start_mark,
+                        )
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` read as YAML by a safe loader that also refuses duplicate keys, values nested
+    deeper than `MAX_YAML_DEPTH` and alias bombs (`YAMLLimitError`; malformed YAML raises
+    ``yaml.YAMLError``).
+
+    >>> load_yaml("{a: [1, 2]}")
+    {'a': [1, 2]}
+    >>> load_yaml("a: 1\\na: 2")
+    Traceback (most recent call last):
+    ...
+    searchgym.config_types.YAMLLimitError: duplicate key 'a' (first on line 1); give each key once
+    """
+    import yaml
+
+    return yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader)
+
+
 def read_yaml(path: str | os.PathLike) -> Any:
-    """The YAML document in file ``path``; a missing, unreadable, non-UTF-8 or malformed file is
-    a one-line `ConfigError` (`DataNotFoundError` if missing)."""
+    """The YAML document in file ``path`` (`load_yaml`); a missing, unreadable, non-UTF-8, larger
+    than `MAX_YAML_BYTES` or malformed file is a one-line `ConfigError` (`DataNotFoundError` if
+    missing), naming the line where the YAML is wrong."""
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+        with open(path, "rb") as f:
+            data = f.read(MAX_YAML_BYTES + 1)
+        if len(data) > MAX_YAML_BYTES:
+            raise ConfigError(f"{path} is larger than {MAX_YAML_BYTES:,} bytes; is it a config?")
+        return load_yaml(data.decode("utf-8"))
     except FileNotFoundError:
         raise DataNotFoundError(f"config file {path} does not exist") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     except OSError as e:
         raise ConfigError(f"cannot read {path} ({e.strerror})") from None
+    except YAMLLimitError as e:
+        raise ConfigError(f"{path}:{e.mark.line + 1}: {e.problem}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
 
 
 def parse_yaml(text: str, what: str) -> Any:
-    """``text`` read as a YAML value (``what`` names it in the error: e.g. ``--set steps``).
+    """``text`` read as a YAML value (`load_yaml`; ``what`` names it in the error: e.g. ``--set steps``).
 
     >>> parse_yaml("{a: [1, 2]}", "x")
     {'a': [1, 2]}
@@ -180,6 +275,8 @@ def parse_yaml(text: str, what: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
+    except YAMLLimitError as e:
+        raise ConfigError(f"{what}: {e.problem}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{what}: {text!r} is not valid YAML ({getattr(e, 'problem', e)})") from None

@@ -8,7 +8,8 @@ the closest registered ones.
 
 Installed packages register their own entries through the ``searchgym.plugins`` entry-point
 group: each entry point names a module (imported) or a function (called with no arguments) that
-calls the ``register_*`` functions. They are loaded once, the first time a registry is read::
+calls the ``register_*`` functions. They are loaded once, the first time a registry is read; one
+that fails (an exception, ``sys.exit``) is skipped with a `PluginWarning` and the rest load::
 
     [project.entry-points."searchgym.plugins"]
     my_pkg = "my_pkg.searchgym_plugin:register"
@@ -20,19 +21,24 @@ calls the ``register_*`` functions. They are loaded once, the first time a regis
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.metadata
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, SearchGymError
 
 EntryPoint = str | Callable[..., Any]
 PLUGIN_GROUP = "searchgym.plugins"
+
+
+class PluginWarning(UserWarning):
+    """An installed plug-in failed to load; searchgym goes on without it."""
 
 
 def load_entry_point(text: str) -> Any:
@@ -82,7 +88,17 @@ class Spec:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def load(self) -> Callable[..., Any]:
-        return load_entry_point(self.entry_point) if isinstance(self.entry_point, str) else self.entry_point
+        """The entry point itself; a `ConfigError` if ``"module:attr"`` names something not callable."""
+        if not isinstance(self.entry_point, str):
+            return self.entry_point
+        obj = load_entry_point(self.entry_point)
+        if not callable(obj):
+            named = "" if self.name == self.entry_point else f" (the entry point of {self.name!r})"
+            raise ConfigError(
+                f"{self.entry_point!r}{named} is a {type(obj).__name__}, not a class or function to "
+                "call; name the factory itself"
+            )
+        return obj
 
 
 class Registry:
@@ -142,9 +158,45 @@ class Registry:
         return self.spec(name).load()
 
     def make(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Call ``name``'s entry point with ``args``, its registered keyword arguments and ``kwargs``."""
+        """Call ``name``'s entry point with ``args``, its registered keyword arguments and ``kwargs``.
+        A ``"module:attr"`` entry point (a user's own) that raises is a `ConfigError` naming it."""
         spec = self.spec(name)
-        return spec.load()(*args, **{**spec.kwargs, **kwargs})
+        factory = spec.load()
+        if name in self._specs:
+            return factory(*args, **{**spec.kwargs, **kwargs})
+        with user_code(f"{self.kind} {name!r}"):
+            return factory(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def user_code(what: str) -> Iterator[None]:
+    """Run a user's factory: an exception (not one of searchgym's own) becomes a `ConfigError`
+    that names ``what`` and the exception, chained to it (``searchgym --debug`` shows where).
+
+    >>> with user_code("agent 'my_pkg:make'"):
+    ...     raise ValueError("no index in ./data")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.ConfigError: agent 'my_pkg:make' raised ValueError: no index in ./data
+    """
+    try:
+        yield
+    except SearchGymError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"{what} raised {describe_exception(e)}") from e
+
+
+def describe_exception(e: BaseException) -> str:
+    """An exception in one line: its type and message (``sys.exit(3)`` for a `SystemExit`).
+
+    >>> describe_exception(SystemExit(3)), describe_exception(ValueError("two\\nlines"))
+    ('sys.exit(3)', 'ValueError: two lines')
+    """
+    if isinstance(e, SystemExit):
+        return f"sys.exit({e.code!r})" if e.code is not None else "sys.exit()"
+    message = " ".join(str(e).split())
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__
 
 
 AGENTS = Registry("agent", "searchgym.list_agents()")
@@ -200,7 +252,8 @@ _plugins_loaded = False
 
 def load_plugins() -> None:
     """Load the installed packages' ``searchgym.plugins`` entry points, once per process. A plug-in
-    that fails to load is reported as a warning; the rest still load."""
+    that fails to load, by an exception or by calling ``sys.exit``, is reported as a
+    `PluginWarning`; the rest still load (only Ctrl-C, `KeyboardInterrupt`, goes through)."""
     global _plugins_loaded
     if _plugins_loaded:
         return
@@ -210,11 +263,38 @@ def load_plugins() -> None:
             loaded = entry.load()
             if callable(loaded):
                 loaded()
-        except Exception as e:  # a broken third-party plug-in must not take searchgym down
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # a broken third-party plug-in must not take searchgym down
             warnings.warn(
-                f"searchgym plug-in {entry.name!r} ({entry.value}) failed to load: {type(e).__name__}: {e}",
+                f"searchgym plug-in {entry.name!r} ({entry.value}) failed to load and is skipped: "
+                f"{describe_exception(e)}",
+                PluginWarning,
                 stacklevel=2,
             )
+
+
+def check_env_id(env_id: str) -> None:
+    """A `ConfigError` unless ``env_id`` is in Gymnasium's registry (where `import searchgym` put
+    searchgym's envs, and the plug-ins theirs), suggesting the closest ids that are not Gymnasium's
+    own: its MuJoCo and Atari ids help no one looking for a search env.
+
+    >>> check_env_id("searchgym/FictionalQA-BM25-v0")
+    """
+    import gymnasium as gym
+
+    load_plugins()
+    if env_id in gym.registry:
+        return
+    ours = [i for i, spec in gym.registry.items() if not _is_gymnasiums(spec.entry_point)]
+    close = difflib.get_close_matches(env_id, ours, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(f"no environment {env_id!r} is registered.{hint} `searchgym list` shows them all.")
+
+
+def _is_gymnasiums(entry_point: Any) -> bool:
+    module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", None) or ""
+    return module.split(".")[0] == "gymnasium"
 
 
 def _register_builtin() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,11 +46,23 @@ FILES: dict[str, bytes] = {
     "listid.jsonl": corpus_rows([{"id": [1], "text": "x"}]),
     "good.jsonl": corpus_rows([{"id": "a", "title": "Paris", "text": "capital of France"}]),
     "a-file": b"x",
+    "dup.yaml": b"steps: 1\nlr: 1.0e-5\nsteps: 2\n",
+    "deep.yaml": b"env_kwargs: " + b"[" * 1000 + b"]" * 1000 + b"\n",
+    "big.yaml": b"# " + b"x" * 1_000_000 + b"\n",
+    "bomb.yaml": b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+    + b"".join(b"%c: &%c [" % (c, c) + b", ".join([b"*%c" % (c - 1)] * 10) + b"]\n" for c in b"bcdef"),
+    # user modules, importable while the table runs (the folder is put on sys.path)
+    "sg_user.py": (
+        b"NOT_CALLABLE = [1, 2]\n\n\ndef raising(**kwargs):\n    raise RuntimeError('no index in ./data')\n"
+    ),
+    "sg_exits.py": b"import sys\n\nsys.exit(3)\n",
+    "sg_raises.py": b"raise ValueError('broken at import')\n",
+    "sg_missing_dep.py": b"import sg_no_such_dependency\n",
 }
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> Path:
+def files(tmp_path_factory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("bad-input")
     for name, data in FILES.items():
         (root / name).write_bytes(data)
@@ -61,7 +74,9 @@ def files(tmp_path_factory) -> Path:
     (run / "state.json").write_text("{}")
     BM25.build([Doc("a", "Paris", "capital")]).save(root / "broken-index")
     (root / "broken-index" / "docs.jsonl").write_text("")
-    return root
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(root))  # the sg_* modules
+        yield root
 
 
 # (argv, pattern of the one stderr line); {d} is the folder of FILES
@@ -246,6 +261,61 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "--weights", "0", "--out", "{d}/a-file"], "a-file is a file, not a directory"),
 ]
 
+FRESH = ["--run-dir", "{d}/fresh-run"]
+# every config value is checked when the config loads, before any model or env (issue 36)
+CASES += [
+    (["train", "--set", "weight_decay=-5"], "weight_decay must be >= 0, got -5"),
+    (["train", "--set", "seed=-1"], r"seed must be from 0 to 2\*\*32 - 1, got -1"),
+    (["train", "--set", "max_grad_norm=-1"], "max_grad_norm must be > 0"),
+    (["train", "--set", "lr=0"], "lr must be > 0, got 0"),
+    (["train", "--set", "lr=.inf"], "lr must be > 0, got inf"),
+    (["train", "--set", "warm_start_lr=-1"], "warm_start_lr must be > 0"),
+    (["train", "--set", "top_p=0"], r"top_p must be in \(0, 1\], got 0"),
+    (["train", "--set", "clip_low=1"], r"clip_low must be in \[0, 1\), got 1"),
+    (["train", "--set", "micro_batch_size=0"], "micro_batch_size must be >= 1, got 0"),
+    (["train", "--set", "max_refill_seconds=-1"], r"max_refill_seconds must be >= 0 \(or null"),
+    (["train", "--set", "model=' '"], "model must not be empty"),
+    (["train", "--set", "env=nope/X-v0"], r"no environment 'nope/X-v0' is registered\. `searchgym list`"),
+    (
+        ["train", "--set", "env=searchgym/FictionalQA-BM25-v1"],
+        "Did you mean 'searchgym/FictionalQA-BM25-v0'",
+    ),
+    (["train", "--set", "env=CartPole-v1"], "CartPole-v1 takes no 'split'"),
+    (["train", "--set", "env_kwargs={split: test}"], "env_kwargs: split is set by the config key"),
+    (["train", "--set", "policy=nope"], "unknown policy backend 'nope'"),
+    (["train", "--set", "policy=sg_user:NOT_CALLABLE"], "'sg_user:NOT_CALLABLE' is a list, not a class"),
+    (["train", "--set", "warm_start_agent=sg_user:NOT_CALLABLE"], "is a list, not a class or function"),
+    (
+        ["train", *FRESH, "--set", "warm_start_episodes=2", "--set", "warm_start_agent=sg_user:raising"],
+        "warm_start_agent sg_user:raising raised RuntimeError: no index in ./data",
+    ),
+    (["train", *FRESH, "--set", "guide=sg_user:raising"], "guide sg_user:raising raised RuntimeError"),
+    (["train", "--set", "rewards={outcome: 1, outcome: 2}"], "--set rewards: duplicate key 'outcome'"),
+    (["train", "--config", "{d}/dup.yaml"], r"dup.yaml:3: duplicate key 'steps' \(first on line 1\)"),
+    (["train", "--config", "{d}/deep.yaml"], "deep.yaml:1: nested deeper than 32 levels"),
+    (["train", "--config", "{d}/big.yaml"], "big.yaml is larger than 1,000,000 bytes"),
+    (["train", "--config", "{d}/bomb.yaml"], "bomb.yaml:5: holds more than 100,000 values once its aliases"),
+    (["sweep", "--weights", "0", "--config", "{d}/dup.yaml"], "dup.yaml:3: duplicate key 'steps'"),
+    (EVAL + ["-E", "hops={a: 1, a: 2}"], "the value of hops: duplicate key 'a'"),
+    (EVAL + ["--env", "nope/X-v0"], r"no environment 'nope/X-v0' is registered\. `searchgym list`"),
+    (EVAL + ["--agent", "sg_user:NOT_CALLABLE"], "'sg_user:NOT_CALLABLE' is a list, not a class"),
+    (EVAL + ["--agent", "sg_user:raising"], "--agent sg_user:raising raised RuntimeError: no index"),
+    (
+        ["sweep", "--weights", "0", "--agents", "sg_user:raising", "--no-progress"],
+        "--agents sg_user:raising raised RuntimeError",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/good.jsonl", "--out", "{d}/o", "--kind", "sg_user:NOT_CALLABLE"],
+        "'sg_user:NOT_CALLABLE' is a list, not a class",
+    ),
+    # --import: a module name, never a path; a module that fails to import is named
+    (EVAL + ["--import", "../etc"], r"--import \.\./etc: not a module name"),
+    (EVAL + ["--import", "sg_user.py"], "write --import sg_user"),
+    (EVAL + ["--import", "sg_exits"], r"--import sg_exits: importing it raised sys.exit\(3\)"),
+    (EVAL + ["--import", "sg_raises"], "--import sg_raises: importing it raised ValueError: broken at"),
+    (EVAL + ["--import", "sg_missing_dep"], "No module named 'sg_no_such_dependency'"),
+]
+
 
 @pytest.mark.parametrize(("argv", "pattern"), CASES, ids=[" ".join(a)[:70] for a, _ in CASES])
 def test_bad_input_exits_2_with_one_line_and_no_traceback(argv, pattern, files, capsys):
@@ -267,3 +337,17 @@ def test_the_table_covers_at_least_60_cases():
 def test_debug_shows_the_traceback(files):
     with pytest.raises(Exception, match="top_k must be an integer >= 1"):
         main(["--debug", *EVAL, *SMALL, "-E", "top_k=-1"])
+
+
+def test_ctrl_c_ends_any_command_in_one_line_with_status_130(files, capsys, monkeypatch):
+    import searchgym.retrievers.index
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(searchgym.retrievers.index, "build_index", interrupted)
+    argv = ["index", "build", "--corpus", f"{files}/good.jsonl", "--out", f"{files}/interrupted"]
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "searchgym: interrupted\n"
+    with pytest.raises(KeyboardInterrupt):  # --debug shows where it was
+        main(["--debug", *argv])

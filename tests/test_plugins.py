@@ -2,6 +2,7 @@
 own directory, registers an env, an agent and a reward through the ``searchgym.plugins``
 entry-point group; ``--agent module:attr`` and ``--import MODULE`` name a user's own module."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -9,6 +10,9 @@ import sys
 import textwrap
 
 import pytest
+
+from searchgym import registry
+from searchgym.cli import main
 
 PLUGIN = '''
 import re
@@ -119,3 +123,62 @@ def test_an_agent_named_module_attr_and_an_env_from_import(site, tmp_path):
     assert json.loads(result.stdout)["agents"]["searchgym_plugdemo:YearAgent"]["all"]["em"] == 1.0
     missing = run(["eval", "--import", "mylabb", "--n", "1"], site, tmp_path)
     assert missing.returncode == 2 and "--import mylabb: no module 'mylabb'" in missing.stderr
+
+
+BROKEN_PLUGINS = {
+    "sg_plugin_exits:register": "import sys\n\ndef register():\n    sys.exit(3)\n",
+    "sg_plugin_import_fails": "raise RuntimeError('half installed')\n",
+    "sg_plugin_base:register": (
+        "class Stop(BaseException):\n    pass\n\n\ndef register():\n    raise Stop('x')\n"
+    ),
+    "sg_plugin_fine:register": (
+        "import searchgym\n\ndef register():\n"
+        "    searchgym.register_agent('sg-plugin-agent', 'searchgym.agents.scripted.baselines:OracleAgent')\n"
+    ),
+    "sg_plugin_ctrl_c:register": "def register():\n    raise KeyboardInterrupt\n",
+}
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """``install(*values)``: these entry points of `BROKEN_PLUGINS` become the installed plug-ins,
+    loaded afresh by the next command (what they register is undone after the test)."""
+
+    def install(*values):
+        for value in values:
+            module = value.split(":")[0]
+            (tmp_path / f"{module}.py").write_text(BROKEN_PLUGINS[value])
+        entries = [importlib.metadata.EntryPoint(v.split(":")[0], v, registry.PLUGIN_GROUP) for v in values]
+        original = importlib.metadata.entry_points
+
+        def entry_points(**selection):
+            return entries if selection.get("group") == registry.PLUGIN_GROUP else original(**selection)
+
+        monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+        monkeypatch.setattr(registry, "_plugins_loaded", False)
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry.AGENTS, "_specs", dict(registry.AGENTS._specs))
+    return install
+
+
+def test_a_plugin_that_exits_or_raises_is_skipped_in_one_line_and_the_command_goes_on(plugins, capsys):
+    plugins("sg_plugin_exits:register", "sg_plugin_import_fails", "sg_plugin_base:register",
+            "sg_plugin_fine:register")  # fmt: skip
+    assert main(["list", "agents"]) == 0
+    out, err = capsys.readouterr()
+    assert "sg-plugin-agent" in out.split()  # the plug-in after the broken ones loaded
+    assert err.splitlines() == [
+        "searchgym: warning: searchgym plug-in 'sg_plugin_exits' (sg_plugin_exits:register) failed to load "
+        "and is skipped: sys.exit(3)",
+        "searchgym: warning: searchgym plug-in 'sg_plugin_import_fails' (sg_plugin_import_fails) failed to "
+        "load and is skipped: RuntimeError: half installed",
+        "searchgym: warning: searchgym plug-in 'sg_plugin_base' (sg_plugin_base:register) failed to load "
+        "and is skipped: Stop: x",
+    ]
+
+
+def test_ctrl_c_while_a_plugin_loads_still_ends_the_command(plugins, capsys):
+    plugins("sg_plugin_ctrl_c:register")
+    assert main(["list", "agents"]) == 130
+    assert capsys.readouterr().err == "searchgym: interrupted\n"

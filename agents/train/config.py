@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import gymnasium as gym
 
 from searchgym.config_types import check_field_types, parse_yaml, read_yaml
 from searchgym.envs.registry import check_rewards
@@ -89,7 +92,8 @@ class GRPOConfig:
     policy never solves then still teaches it (off-policy guidance, as in LUFFY, Yan et al. 2025,
     without its policy shaping). The guide's tokens enter the loss with the trained model's own
     log-probs as the old ones (ratio 1, never clipped). None: groups hold sampled episodes only.
-    From the main job's seed-1 warm start it lowered dev EM (docs/results.md, "Group size, updates per step, guidance")."""
+    From the main job's seed-1 warm start it lowered dev EM (docs/results.md, "Group size, updates
+    per step, guidance")."""
     rollout_engine: RolloutEngine = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
 
@@ -190,64 +194,62 @@ class GRPOConfig:
     """Show progress bars (``--no-progress`` turns them off)."""
 
     def __post_init__(self) -> None:
+        """Every value checked before any model or env loads: types, ranges, choices, the env id
+        and the keyword arguments its factory takes, the reward weights, the agents, the policy
+        backend and the chat template."""
         check_field_types(self)
         _check_choice("advantage", self.advantage, Advantage)
         _check_choice("loss_aggregation", self.loss_aggregation, Aggregation)
         _check_choice("rollout_engine", self.rollout_engine, RolloutEngine)
-        if self.group_size < 2:
-            raise ConfigError(
-                f"group_size must be >= 2 (GRPO compares episodes of a task), got {self.group_size}"
-            )
-        at_least = {
-            1: (
-                "tasks_per_step",
-                "max_turns",
-                "max_new_tokens",
-                "micro_batch_size",
-                "updates_per_step",
-                "checkpoint_every",
-                "keep_checkpoints",
-                "warm_start_epochs",
-                "warm_start_batch_size",
-            ),
-            0: (
-                "steps",
-                "kl_coef",
-                "info_gain",
-                "lr",
-                "eval_tasks",
-                "eval_every",
-                "warm_start_episodes",
-                "log_episodes",
-                "max_refill_rounds",
-                "trainable_layers",
-            ),
-        }
-        for least, names in at_least.items():
-            for name in names:
-                if getattr(self, name) < least:
-                    raise ConfigError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        for name in ("model", "policy", "env", "train_split", "eval_split", "run_dir", "warm_start_agent"):
+            if not getattr(self, name).strip():
+                raise ConfigError(f"{name} must not be empty")
+        for name, (inside, words) in RANGES.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if (isinstance(value, float) and not math.isfinite(value)) or not inside(value):
+                raise ConfigError(f"{name} must be {words}, got {value!r}")
         if self.tis_cap and (self.tis_cap < 1 or self.updates_per_step != 1):
             raise ConfigError(
                 f"tis_cap must be 0 (off) or >= 1 with updates_per_step: 1; got tis_cap {self.tis_cap} "
                 f"and updates_per_step {self.updates_per_step}"
             )
-        if self.oversample < 1:
-            raise ConfigError(f"oversample must be >= 1 (a factor on tasks_per_step), got {self.oversample}")
         if self.oversample > 1 and not self.dynamic_sampling:
             raise ConfigError(
                 "oversample plays extra tasks for dynamic sampling: set dynamic_sampling: true, "
                 "or oversample: 1"
             )
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be > 0: GRPO needs sampled episodes, got {self.temperature}")
-        if not 0 <= self.clip_low < 1 or self.clip_high < 0:
-            raise ConfigError(
-                f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}"
-            )
-        if not 0 <= self.stratified_alpha <= 1 or not 0 < self.igpo_gamma <= 1:
-            raise ConfigError("stratified_alpha must be in [0, 1] and igpo_gamma in (0, 1]")
+        self._check_env()
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
+        self._check_agents_and_policy()
+        if self.chat_template is not None:
+            from searchgym.agents.policies.models import resolve_chat_template
+
+            resolve_chat_template(self.chat_template)  # an unknown name or missing file fails here
+
+    def _check_env(self) -> None:
+        """The env is registered and its factory takes ``split`` and each key of ``env_kwargs``
+        (a factory that takes ``**options`` checks those when it is made, before any model loads)."""
+        from gymnasium.envs.registration import load_env_creator
+
+        from searchgym.registry import check_env_id, takes
+
+        check_env_id(self.env)
+        owned = {"split": "train_split and eval_split", "max_turns": "max_turns", "rewards": "rewards"}
+        for key in self.env_kwargs:
+            if key in owned:
+                raise ConfigError(f"env_kwargs: {key} is set by the config key(s) {owned[key]}; set it there")
+        entry = gym.spec(self.env).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+        unknown = [key for key in ("split", *self.env_kwargs) if not takes(creator, key)]
+        if unknown:
+            raise ConfigError(
+                f"{self.env} takes no {', '.join(map(repr, unknown))} (its factory is {entry}); "
+                + ("train needs an env with splits" if "split" in unknown else "check env_kwargs")
+            )
+
+    def _check_agents_and_policy(self) -> None:
         from searchgym.agents.registry import is_policy_agent
         from searchgym.registry import AGENTS, POLICIES, takes
 
@@ -259,22 +261,64 @@ class GRPOConfig:
                     f"{name} must be a scripted agent ({', '.join(AGENTS.names())}, or 'module:attr'), "
                     f"got {agent!r}"
                 )
-            AGENTS.spec(agent)  # an unknown name fails here, suggesting the closest
-        loader = POLICIES.resolve(self.policy) if self.policy_kwargs else None
+            spec = AGENTS.spec(agent)  # an unknown name fails here, suggesting the closest
+            if ":" in agent:
+                spec.load()  # a module that is not there, or an attribute that cannot be called
+        spec = POLICIES.spec(self.policy)
+        loader = spec.load() if self.policy_kwargs or ":" in self.policy else None
         unknown = [key for key in self.policy_kwargs if not takes(loader, key)]
         if unknown:
             raise ConfigError(
                 f"policy {self.policy!r} takes no {', '.join(map(repr, unknown))} (policy_kwargs); "
-                f"see the arguments of {POLICIES.spec(self.policy).entry_point}"
+                f"see the arguments of {spec.entry_point}"
             )
-        if self.chat_template is not None:
-            from searchgym.agents.policies.models import resolve_chat_template
-
-            resolve_chat_template(self.chat_template)  # an unknown name or missing file fails here
 
     @property
     def info_gain_weight(self) -> float:
         return max(self.info_gain, 1.0) if self.advantage == "igpo" else self.info_gain
+
+
+def _at_least(low: float) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v >= low), f">= {low}"
+
+
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "seed": (lambda v: 0 <= v < 2**32, "from 0 to 2**32 - 1"),
+    "steps": _at_least(0),
+    "tasks_per_step": _at_least(1),
+    "group_size": (lambda v: v >= 2, ">= 2 (GRPO compares episodes of a task)"),
+    "max_turns": _at_least(1),
+    "max_new_tokens": _at_least(1),
+    "temperature": (lambda v: v > 0, "> 0: GRPO needs sampled episodes"),
+    "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "max_refill_rounds": _at_least(0),
+    "max_refill_seconds": (lambda v: v >= 0, ">= 0 (or null: no bound)"),
+    "oversample": (lambda v: v >= 1, ">= 1 (a factor on tasks_per_step)"),
+    "info_gain": _at_least(0),
+    "stratified_alpha": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "igpo_gamma": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "clip_low": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "clip_high": _at_least(0),
+    "kl_coef": _at_least(0),
+    "updates_per_step": _at_least(1),
+    "tis_cap": _at_least(0),
+    "lr": (lambda v: v > 0, "> 0"),
+    "weight_decay": _at_least(0),
+    "max_grad_norm": (lambda v: v > 0, "> 0 (the norm gradients are clipped to)"),
+    "micro_batch_size": _at_least(1),
+    "trainable_layers": _at_least(0),
+    "warm_start_episodes": _at_least(0),
+    "warm_start_epochs": _at_least(1),
+    "warm_start_lr": (lambda v: v > 0, "> 0"),
+    "warm_start_batch_size": _at_least(1),
+    "eval_tasks": _at_least(0),
+    "eval_every": _at_least(0),
+    "checkpoint_every": _at_least(1),
+    "keep_checkpoints": _at_least(1),
+    "log_episodes": _at_least(0),
+}
+"""The values each numeric field of `GRPOConfig` takes, in words for its error (a float must also
+be finite; None, where a field allows it, is not checked)."""
 
 
 def _check_choice(name: str, value: Any, choices: Any) -> None:

@@ -11,18 +11,42 @@ from typing import Any
 
 import yaml
 
+from searchgym.config_types import YAMLLimitError, load_yaml
 from searchgym.errors import SearchGymError
 
 
 def key_value(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` with the value read as YAML (an argparse type)."""
+    """``KEY=VALUE`` with the value read as YAML (an argparse type).
+
+    >>> key_value("hops=[1, 2]")
+    ('hops', [1, 2])
+    """
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, yaml.safe_load(value)
+        return key, load_yaml(value)
+    except YAMLLimitError as e:
+        raise argparse.ArgumentTypeError(f"the value of {key}: {e.problem}") from None
     except yaml.YAMLError as e:
-        raise argparse.ArgumentTypeError(f"the value of {key} is not valid YAML ({e.problem})") from None
+        raise argparse.ArgumentTypeError(
+            f"the value of {key} is not valid YAML ({getattr(e, 'problem', e)})"
+        ) from None
+
+
+def check_agents(names: list[str], seed: int, params: Any = None, flag: str = "--agent") -> None:
+    """Make each agent once, so that a typo, or a user's factory that is not callable or raises,
+    fails in one line (a `SearchGymError` naming ``flag`` and the agent) before any work."""
+    from searchgym.agents import make_agent
+    from searchgym.agents.registry import is_policy_agent
+    from searchgym.registry import user_code
+
+    for name in names:
+        if is_policy_agent(name):  # its model loads once, shared by the episodes
+            make_agent(name, seed=seed, params=params)
+            continue
+        with user_code(f"{flag} {name}"):
+            make_agent(name, seed=seed, params=params)
 
 
 def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:

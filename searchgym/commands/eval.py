@@ -10,7 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from searchgym.commands.common import add_env_args, bounded_int, file_name, finite, generator_kwargs
+from searchgym.commands.common import (
+    add_env_args,
+    bounded_int,
+    check_agents,
+    file_name,
+    finite,
+    generator_kwargs,
+)
 from searchgym.errors import SearchGymError
 from searchgym.files import check_writable_dir
 
@@ -77,16 +84,17 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.envs.contract import check_trainable_env
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
+    from searchgym.registry import check_env_id
 
     if args.n < 1:
         raise SearchGymError(f"--n must be at least 1, got {args.n}")
+    check_env_id(args.env)
     default_out = Path("runs") / "eval" / args.env.replace("/", "_") / time.strftime("%Y%m%d-%H%M%S")
     out = check_writable_dir(args.out or default_out, "--out")
     env_kwargs = dict(args.env_arg)
     agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
-    for name in agent_names:
-        make_agent(name, seed=args.seed, params=params)  # fail on a typo before any work
+    check_agents(agent_names, args.seed, params)  # fail on a typo before any work
     make_kwargs = {**env_kwargs, **generator_kwargs(args.env, args.simulator, args.seed)}
     probe = make(args.env, **make_kwargs)
     all_tasks = check_trainable_env(probe)

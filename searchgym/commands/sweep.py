@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from searchgym.commands.common import add_env_args, bounded_int, generator_kwargs
+from searchgym.commands.common import add_env_args, bounded_int, check_agents, generator_kwargs
 from searchgym.errors import SearchGymError
 from searchgym.files import check_writable_dir
 
@@ -74,6 +74,28 @@ def run(args: argparse.Namespace) -> int:
             )
     elif args.set:
         raise SearchGymError("--set overrides keys of a training config: use it with --config")
+    if train_mode:
+        from searchgym.agents.train.config import load_config
+        from searchgym.commands.train import check_before_loading
+
+        check_before_loading(load_config(args.config, args.set))  # before the bar shows
+    else:
+        from searchgym.agents.policies.base import SamplingParams
+        from searchgym.registry import check_env_id
+
+        env_id = args.env or sweep.DEFAULT_ENV
+        check_env_id(env_id)
+        names = args.agents or ",".join(sweep.DEFAULT_AGENTS)
+        agents = [a.strip() for a in names.split(",") if a.strip()]
+        params = SamplingParams(max_new_tokens=256, temperature=0.0)
+        check_agents(agents, args.seed, params, flag="--agents")
+        frozen = generator_kwargs(
+            env_id,
+            args.generator,
+            args.seed,
+            flag="--generator",
+            applies_to="envs with a frozen generator (such as searchgym/FictionalQA-Planner-v0)",
+        )
     bar = tqdm(desc="sweep", unit="episode", disable=args.no_progress, file=sys.stderr)
 
     def tick(name: str) -> None:
@@ -93,18 +115,6 @@ def run(args: argparse.Namespace) -> int:
                 on_episode=tick,
             )
         else:
-            from searchgym.agents.policies.base import SamplingParams
-
-            env_id = args.env or sweep.DEFAULT_ENV
-            names = args.agents or ",".join(sweep.DEFAULT_AGENTS)
-            agents = [a.strip() for a in names.split(",") if a.strip()]
-            frozen = generator_kwargs(
-                env_id,
-                args.generator,
-                args.seed,
-                flag="--generator",
-                applies_to="envs with a frozen generator (such as searchgym/FictionalQA-Planner-v0)",
-            )
             report = sweep.evaluate_sweep(
                 env_id,
                 agents,
@@ -114,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 n_envs=args.n_envs,
                 env_kwargs={**dict(args.env_arg), **frozen},
-                params=SamplingParams(max_new_tokens=256, temperature=0.0),
+                params=params,
                 on_episode=tick,
             )
     if args.json:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+from typing import Any
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_progress:
         overrides.append("progress=false")
     cfg = load_config(args.config, overrides)
+    check_before_loading(cfg)
     labels = {"base": "as loaded", "before": "after SFT" if cfg.warm_start_episodes else "before GRPO"}
     labels["after"] = "after GRPO"
 
@@ -77,3 +80,24 @@ def run(args: argparse.Namespace) -> int:
             f"plots in {cfg.run_dir}"
         )
     return 0
+
+
+def check_before_loading(cfg: Any) -> None:
+    """What `train` would find wrong only once its model and envs had loaded, checked at once: the
+    step's tasks split evenly over the processes of ``accelerate launch``, vLLM is installed for
+    ``rollout_engine: vllm``, and the warm start's agent and the guide can be made."""
+    from searchgym.commands.common import check_agents
+    from searchgym.errors import ConfigError, import_optional
+
+    processes = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch
+    if cfg.tasks_per_step % processes:
+        raise ConfigError(
+            f"tasks_per_step {cfg.tasks_per_step} cannot be split evenly over the {processes} processes of "
+            f"accelerate launch; make it a multiple of {processes}"
+        )
+    if cfg.rollout_engine == "vllm":
+        import_optional("vllm", "gpu")
+    if cfg.warm_start_episodes:
+        check_agents([cfg.warm_start_agent], cfg.seed, flag="warm_start_agent")
+    if cfg.guide is not None:
+        check_agents([cfg.guide], cfg.seed, flag="guide")
