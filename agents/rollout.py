@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -211,14 +212,20 @@ def rollout(
         active = still
 
 
+REDRAW_SECONDS = 1.0
+"""How often `episode_progress` redraws its bar between updates."""
+
+
 @contextmanager
 def episode_progress(total: int, desc: str, *, disable: bool = False) -> Iterator[dict[str, Callable]]:
     """A progress bar (on stderr) counting finished episodes, with the turns played so far as its
     postfix, so that it moves while long episodes play; yields the ``on_episode`` and ``on_turn``
-    keyword arguments of `run_episodes`."""
+    keyword arguments of `run_episodes`. The bar is redrawn every `REDRAW_SECONDS`, so that its
+    clock runs while a turn takes minutes (a small model's first batched generation on a CPU)."""
     from tqdm.auto import tqdm
 
-    with tqdm(total=total, desc=desc, unit="episode", disable=disable, file=sys.stderr) as bar:
+    bar = tqdm(total=total, desc=desc, unit="episode", disable=disable, file=sys.stderr)
+    with bar, _redrawn(bar, not disable):
         turns = 0
 
         def on_turn(acted: int) -> None:
@@ -227,6 +234,27 @@ def episode_progress(total: int, desc: str, *, disable: bool = False) -> Iterato
             bar.set_postfix(turns=turns, refresh=True)
 
         yield {"on_episode": lambda _: bar.update(), "on_turn": on_turn}
+
+
+@contextmanager
+def _redrawn(bar: Any, redraw: bool) -> Iterator[None]:
+    """Redraw ``bar`` every `REDRAW_SECONDS` from a daemon thread while inside (when ``redraw``)."""
+    if not redraw:
+        yield
+        return
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(REDRAW_SECONDS):
+            bar.refresh()
+
+    thread = threading.Thread(target=run, name="searchgym-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def run_episodes(

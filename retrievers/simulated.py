@@ -25,6 +25,7 @@ import json
 import numbers
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from searchgym.errors import ConfigError, PolicyError, RetrieverError
-from searchgym.generation import Message, SamplingParams, TextGenerator
+from searchgym.generation import Completion, Message, SamplingParams, TextGenerator
 from searchgym.retrievers.base import Doc, SearchContext, check_batch
 from searchgym.retrievers.cached import SQLiteFile
 
@@ -378,6 +379,27 @@ class Simulated:
     def close(self) -> None:
         if self._cache:
             self._cache.close()
+
+
+class WritingProgress:
+    """A `TextGenerator` that shows a bar on stderr while ``generator`` writes a search's
+    documents, cleared when the call returns: under an eval's bar of episodes, it says what the
+    minutes of a simulated search go to. ``searchgym eval --simulator`` wraps its model in it
+    unless ``--no-progress``; `Simulated` itself prints nothing."""
+
+    def __init__(self, generator: TextGenerator, desc: str = "simulator writing documents") -> None:
+        if not isinstance(generator, TextGenerator):
+            raise ConfigError(f"generator must have a chat(conversations, params) method, got {generator!r}")
+        self.generator, self.desc = generator, desc
+
+    def chat(self, conversations: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
+        from tqdm.auto import tqdm
+
+        n = len(conversations)
+        with tqdm(total=n, desc=self.desc, unit="search", leave=False, file=sys.stderr) as bar:
+            completions = self.generator.chat(conversations, params)
+            bar.update(n)
+        return completions
 
 
 @dataclass(frozen=True)

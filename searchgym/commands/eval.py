@@ -72,8 +72,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="output directory (default runs/eval/ENV/YYYYmmdd-HHMMSS, a new one per run)",
     )
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bars (episodes, a simulator's writing, a first run's model conversion)",
+    )
     p.set_defaults(run=run)
+
+
+def _convert_models(names: list[str], *, show_progress: bool) -> None:
+    """Convert the offline models (such as the default SmolLM2) that the agents ``names`` load,
+    before anything loads them, so that a first run shows the conversion's progress (it takes
+    tens of seconds) unless told not to. ``openai:`` names a server's model, not loaded here."""
+    from searchgym.agents.policies.models import ALIASES, resolve_model
+    from searchgym.agents.registry import is_policy_agent
+
+    for name in names:
+        backend, _, model = name.partition(":")
+        if is_policy_agent(name) and backend != "openai" and model.lower() in ALIASES:
+            resolve_model(model, show_progress=show_progress)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.envs.registry import make
     from searchgym.plots import plot_metric_by_group
     from searchgym.registry import check_env_id
+    from searchgym.retrievers.simulated import WritingProgress
 
     if args.n < 1:
         raise SearchGymError(f"--n must be at least 1, got {args.n}")
@@ -94,8 +112,12 @@ def run(args: argparse.Namespace) -> int:
     env_kwargs = dict(args.env_arg)
     agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    _convert_models([*agent_names, *filter(None, [args.simulator])], show_progress=not args.no_progress)
     check_agents(agent_names, args.seed, params)  # fail on a typo before any work
-    make_kwargs = {**env_kwargs, **generator_kwargs(args.env, args.simulator, args.seed)}
+    generator = generator_kwargs(args.env, args.simulator, args.seed)
+    if generator and not args.no_progress:  # a simulated search's minutes show under the episodes
+        generator["generator"] = WritingProgress(generator["generator"])
+    make_kwargs = {**env_kwargs, **generator}
     probe = make(args.env, **make_kwargs)
     all_tasks = check_trainable_env(probe)
     probe.close()

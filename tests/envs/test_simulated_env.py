@@ -12,7 +12,7 @@ import searchgym
 from searchgym.agents import OracleAgent, run_episodes, summarize
 from searchgym.errors import ConfigError
 from searchgym.generation import Completion
-from searchgym.retrievers.simulated import NoiseCurriculum, Simulated
+from searchgym.retrievers.simulated import NoiseCurriculum, Simulated, WritingProgress
 
 ENV_ID = "searchgym/FictionalQA-Simulated-v0"
 SMALL_WORLD = {"n_passages": 300}
@@ -116,3 +116,40 @@ def test_close_closes_the_simulator_cache(tmp_path):
     again.reset(seed=0)
     again.step("<search> anything </search>")
     assert other.prompts == []  # answered from the cache the first env wrote
+
+
+def test_writing_progress_shows_a_bar_while_the_simulator_writes(capsys):
+    """Wrapped in `WritingProgress` (as ``searchgym eval`` wraps --simulator), each search's
+    generation shows a labelled bar on stderr, cleared when it ends; the documents are the same."""
+    plain, shown = ScriptedSimulator(), ScriptedSimulator()
+    envs = [searchgym.make(ENV_ID, generator=g, **SMALL_WORLD) for g in (plain, WritingProgress(shown))]
+    observations = []
+    for env in envs:
+        env.reset(seed=0)
+        observations.append(env.step("<search> who wrote it </search>")[0])
+        env.close()
+    err = capsys.readouterr().err
+    assert observations[0] == observations[1] and plain.prompts == shown.prompts
+    assert err.count("simulator writing documents:   0%") == 1  # one search, one bar
+    assert err.rsplit("\r", 2)[1].strip() == ""  # cleared when done (leave=False)
+
+
+def test_the_episode_bar_counts_every_turn_of_a_simulated_search(capsys):
+    """The turn counter moves at each turn, before the turn's documents are written."""
+    simulator = ScriptedSimulator()
+    env = searchgym.make(ENV_ID, generator=simulator, **SMALL_WORLD)
+    turns, written_before = [], []
+
+    def on_turn(acted):
+        turns.append(acted)
+        written_before.append(len(simulator.prompts))
+
+    tasks = env.unwrapped.tasks[:1]
+    (episode,) = run_episodes(lambda: env, OracleAgent, tasks, on_turn=on_turn)
+    assert turns == [1] * episode.n_turns and episode.n_searches >= 1
+    assert written_before == list(range(episode.n_turns))  # the oracle searches, then answers
+
+
+def test_writing_progress_needs_a_generator():
+    with pytest.raises(ConfigError, match="chat"):
+        WritingProgress(object())
