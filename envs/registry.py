@@ -6,7 +6,6 @@ Entry points are strings, so a backend's heavy imports happen only when its env 
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 from collections.abc import Callable
@@ -109,11 +108,11 @@ def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **k
 
 
 def make(id: str, **kwargs: Any) -> gym.Env:
-    """Build a registered environment; an unknown id suggests the closest registered ones."""
-    if id not in gym.registry:
-        close = difflib.get_close_matches(id, list(gym.registry), n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise ConfigError(f"no environment {id!r} is registered.{hint} `searchgym list` shows them all.")
+    """Build a registered environment; an unknown id suggests the closest registered ones
+    (`searchgym.registry.check_env_id`)."""
+    from searchgym.registry import check_env_id
+
+    check_env_id(id)
     return gym.make(id, **kwargs)
 
 
