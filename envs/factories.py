@@ -52,7 +52,8 @@ def search_env(
     **options: Any,
 ) -> gym.Env:
     """A `SearchEnv` under a `TurnLimit`. ``options`` are SearchEnv's: ``protocol`` ("tags" or
-    "tool_calls"), ``top_k`` (3) and ``max_obs_tokens`` (512)."""
+    "tool_calls"), ``top_k`` (3) and ``max_obs_tokens`` (512; tokens as
+    `searchgym.envs.observations.count_tokens` counts them, so at most 6 characters each)."""
     check_options(options)
     env = SearchEnv(tasks, retriever, rewards=reward_weights(rewards), **options)
     return with_rubric(TurnLimit(env, max_turns))

@@ -36,7 +36,8 @@ class RewardWeights:
     per_search: float = 0.0
     """Cost of one search call (λ_call)."""
     per_1k_obs_tokens: float = 0.0
-    """Cost of 1,000 observation tokens shown to the agent (λ_tok)."""
+    """Cost of 1,000 observation tokens shown to the agent (λ_tok), counted as the limits count
+    them (`searchgym.envs.observations.count_tokens`: words and marks, at least one per 6 characters)."""
     cost_only_if_correct: bool = False
     """Charge the cost only on an exactly correct answer (LightSearcher), at the answer step."""
     terms: Mapping[str, float] = field(default_factory=dict)

@@ -69,7 +69,8 @@ def fictional_web(
 ) -> gym.Env:
     """Questions about the generated world, answered by browsing its site ("Fictopedia", see
     `searchgym.tasks.world.site`); ``options`` are `WebEnv`'s (``protocol``, ``top_k``,
-    ``page_tokens``)."""
+    ``page_tokens``: a page part's tokens as `searchgym.envs.observations.count_tokens` counts
+    them, so at most 6 characters each)."""
     _check(serve, options)
     world = load_world(seed=seed, n_passages=n_passages)
     tasks = world.tasks(split, hops=hops)

@@ -2,20 +2,28 @@
 and lines found on a page.
 
 Long pages are never cut: `paginate` splits a page's text into parts of at most ``page_tokens``
-tokens (at line ends where it can), ``open`` shows part 1 and a last line naming the URL that
-shows the next part (the same URL with ``#page=2``), so an agent reads on with the tool it
-already has. ``find`` searches every part of the open page and says which part each match is on.
+tokens as `searchgym.envs.observations.count_tokens` counts them, so of at most
+``6 * page_tokens`` characters (at line ends where it can). ``open`` shows part 1 and a last
+line naming the URL that shows the next part (the same URL with ``#page=2``), so an agent reads
+on with the tool it already has. ``find`` searches every part of the open page and says which
+part each match is on.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from urllib.parse import urldefrag
 
-from searchgym.envs.observations import count_tokens
+from searchgym.envs.observations import (
+    CHARS_PER_TOKEN,
+    count_tokens,
+    count_words,
+    prefix_end,
+    truncate_tokens,
+)
 from searchgym.envs.tools import ANSWER, SEARCH, Param, Tool
 from searchgym.retrievers.web import Page, SearchResult
 
@@ -43,13 +51,14 @@ FIND = Tool(
 )
 WEB_TOOLS = (WEB_SEARCH, OPEN, FOLLOW, FIND, ANSWER)
 MAX_FIND_LINES = 20
+MAX_RESULT_TOKENS = 100
+"""A search result's title and its snippet are each cut to this many tokens (600 characters)."""
 _PAGE_FRAGMENT = re.compile(r"^page=(\d+)$")
 _RESULT = re.compile(r"(?:^|>)\d+\. ([^\n]*)\nURL: ([^\s<]+)\n?(.*?)(?=\n\n\d+\. |</|\Z)", re.M | re.S)
-_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
 def format_results(results: Sequence[SearchResult]) -> str:
-    """Numbered results: title, URL, snippet.
+    """Numbered results: title, URL, snippet (title and snippet cut to `MAX_RESULT_TOKENS`).
 
     >>> print(format_results([SearchResult("Paris", "https://w.test/Paris", "Capital of France.")]))
     1. Paris
@@ -58,7 +67,10 @@ def format_results(results: Sequence[SearchResult]) -> str:
     """
     if not results:
         return "No results found."
-    blocks = (f"{i}. {r.title}\nURL: {r.url}\n{r.snippet}".rstrip() for i, r in enumerate(results, 1))
+    short = functools.partial(truncate_tokens, max_tokens=MAX_RESULT_TOKENS)
+    blocks = (
+        f"{i}. {short(r.title)}\nURL: {r.url}\n{short(r.snippet)}".rstrip() for i, r in enumerate(results, 1)
+    )
     return "\n\n".join(blocks)
 
 
@@ -83,35 +95,44 @@ def split_page_url(url: str) -> tuple[str, int | None]:
 
 
 def paginate(text: str, page_tokens: int) -> list[str]:
-    """``text`` in parts of at most ``page_tokens`` tokens, split at line ends, and inside a line
-    only when the line alone is longer; joining the parts' words gives every word back.
+    """``text`` in parts that count at most ``page_tokens`` tokens (`count_tokens`), so of at
+    most ``CHARS_PER_TOKEN * page_tokens`` characters: split at line ends, and inside a line only
+    when the line alone is longer, between words where it can (`prefix_end`). Every word comes
+    back in order from the parts; only a word longer than half a part is split across parts.
 
-    >>> paginate("a b\\nc d\\ne", 4)
-    ['a b\\nc d', 'e']
+    >>> paginate("a b\\nc d\\ne", 4), [len(part) for part in paginate("x" * 150, 20)]
+    (['a b\\nc d', 'e'], [120, 30])
     """
+    max_chars = CHARS_PER_TOKEN * page_tokens
     parts: list[str] = []
     lines: list[str] = []
-    size = 0
-    for line in text.splitlines():
-        n = count_tokens(line)
-        if lines and size + n > page_tokens:
+    words = chars = 0
+    for line in _pieces(text, page_tokens):
+        n = count_words(line)
+        if lines and (words + n > page_tokens or chars + 1 + len(line) > max_chars):
             parts.append("\n".join(lines))
-            lines, size = [], 0
-        if n > page_tokens:
-            pieces = _split_line(line, page_tokens)
-            parts.extend(pieces[:-1])
-            line, n = pieces[-1], count_tokens(pieces[-1])
+            lines, words, chars = [], 0, 0
+        chars += len(line) + (1 if lines else 0)  # the length of the lines joined by line ends
+        words += n
         lines.append(line)
-        size += n
     if lines:
         parts.append("\n".join(lines))
     return [p for p in parts if p.strip()] or [""]
 
 
-def _split_line(line: str, page_tokens: int) -> list[str]:
-    starts = [m.start() for m in itertools.islice(_TOKEN_RE.finditer(line), page_tokens, None, page_tokens)]
-    bounds = [0, *starts, len(line)]
-    return [line[a:b].strip() for a, b in itertools.pairwise(bounds)]
+def _pieces(text: str, page_tokens: int) -> Iterator[str]:
+    """The lines of ``text``, each line that alone counts over ``page_tokens`` tokens in pieces
+    that count at most that, with the spaces at each split dropped."""
+    for line in text.splitlines():
+        if count_tokens(line) <= page_tokens:
+            yield line
+            continue
+        start = 0
+        while start < len(line):
+            end = prefix_end(line, page_tokens, start)
+            if piece := line[start:end].strip():
+                yield piece
+            start = end
 
 
 def format_page(page: Page, parts: Sequence[str], number: int) -> str:

@@ -3,8 +3,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from searchgym.envs import RewardWeights, SearchEnv, TurnLimit
+from searchgym.envs.observations import CHARS_PER_TOKEN, TRUNCATION_MARK, count_tokens
 from searchgym.errors import RetrieverError
-from searchgym.retrievers import BM25
+from searchgym.retrievers import BM25, Doc
 from searchgym.tasks.task import Task
 
 TASKS = [
@@ -100,6 +101,28 @@ def test_observation_length_is_capped(bm25):
     env.reset(options={"task": TASKS[0]})
     obs, _, _, _, info = env.step("<search>city capital river</search>")
     assert "…[truncated]" in obs and info["step_obs_tokens"] <= 12 + 12  # + wrapper tags and mark
+
+
+class OneLongWord:
+    """A retriever whose top document is one word of a million characters."""
+
+    def search(self, query, k=3):
+        return [Doc("long", "Long", "x" * 1_000_000), Doc("d1", "Paris", "Paris is the capital.")][:k]
+
+
+@pytest.mark.parametrize("max_obs_tokens", [12, 512])
+def test_a_million_character_word_is_cut_and_counted_by_its_length(max_obs_tokens):
+    weights = RewardWeights(per_search=0.1, per_1k_obs_tokens=1.0)
+    env = SearchEnv(TASKS, OneLongWord(), max_obs_tokens=max_obs_tokens, rewards=weights)
+    env.reset(options={"task": TASKS[0]})
+    obs, reward, _, _, info = env.step("<search>long</search>")
+    shown = obs.split("<information>")[1].split("</information>")[0]
+    assert shown.startswith("Doc 1(Title: Long) xxx") and shown.endswith(TRUNCATION_MARK)
+    assert len(shown) <= CHARS_PER_TOKEN * max_obs_tokens + len(TRUNCATION_MARK)
+    tokens = info["step_obs_tokens"]
+    assert tokens == info["obs_tokens"] == count_tokens(obs) and len(obs) <= CHARS_PER_TOKEN * tokens
+    assert tokens <= max_obs_tokens + 12  # + wrapper tags and mark
+    assert reward == pytest.approx(-(0.1 + tokens / 1000))
 
 
 def test_no_results(bm25):

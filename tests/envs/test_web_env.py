@@ -12,6 +12,7 @@ import searchgym
 from searchgym.agents import make_agent, run_episodes, summarize, summarize_by
 from searchgym.cli import main
 from searchgym.envs import RewardWeights
+from searchgym.envs.observations import CHARS_PER_TOKEN, count_tokens
 from searchgym.envs.web_env import WebEnv
 from searchgym.envs.web_factories import fictional_web
 from searchgym.envs.web_tools import paginate
@@ -196,6 +197,31 @@ def test_a_page_that_is_not_html_is_an_observation(site):
     env.reset(options={"task": TASKS[0]})
     *_, info = env.step(f"<open>{BASE}x.pdf</open>")
     assert "content type is application/pdf" in info["error"]
+
+
+class BigPage:
+    """Every URL is a 2 MB page: one word of two million characters."""
+
+    def get(self, url):
+        return RawPage(url, b"<title>Big</title><p>" + b"x" * 2_000_000 + b"</p>", "text/html")
+
+
+def test_a_two_megabyte_word_comes_in_parts_bounded_in_characters(site):
+    weights = RewardWeights(per_search=0.1, per_1k_obs_tokens=1.0)
+    env = make_env(site, source=BigPage(), page_tokens=600, rewards=weights)
+    env.reset(options={"task": TASKS[0]})
+    obs, *_ = env.step(f"<open>{BASE}big.html</open>")
+    page, parts = env._cache[BASE + "big.html"]
+    assert f"Part 1 of {len(parts)}" in obs and len(parts) > 500
+    assert all(len(p) <= CHARS_PER_TOKEN * 600 and count_tokens(p) <= 600 for p in parts)
+    assert "".join("".join(parts).split()) == "".join(page.text.split())  # nothing is cut
+    for part in (1, 2, len(parts)):
+        obs, reward, *_, info = env.step(f"<open>{BASE}big.html#page={part}</open>")
+        assert info["part"] == part and len(body(obs)) <= CHARS_PER_TOKEN * 600 + 200  # + header, footer
+        tokens = info["step_obs_tokens"]
+        assert tokens == count_tokens(obs) <= 600 + 50 and len(obs) <= CHARS_PER_TOKEN * tokens
+        assert reward == pytest.approx(-tokens / 1000)  # the page was fetched once, by the first open
+    assert "the end of the page" in obs
 
 
 def test_tool_calls_protocol_and_costs(site):
