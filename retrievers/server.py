@@ -9,35 +9,58 @@ Endpoints:
   "score"}, ...], ...]}``.
 - ``GET /doc/{id}`` — one stored document, 404 if unknown. ``GET /health`` — liveness and size.
 
-Concurrent requests are batched: queries that arrive within ``batch_wait_ms`` of each other (up
-to ``max_batch`` of them) go to the retriever as one ``batch_search`` call, run in a worker thread
-so the event loop keeps accepting requests. A request of many queries is searched a slice at a
-time, the slices of all waiting requests taken in turn, so a small request is answered promptly
-while a large one runs. Parsing a request and encoding its response run in worker threads too.
+Concurrent requests are batched: queries that arrive within ``batch_wait_ms`` of each other go to
+the retriever as one ``batch_search`` call of at most ``max_batch`` queries and ``max_batch_chars``
+characters, run in a worker thread so the event loop keeps accepting requests. Waiting requests
+take turns, one query each, and a request not finished goes to the back of the line, so a small
+request waits for at most about two batches however large the others are (a query's cost grows
+with its length, hence the bound in characters). A request whose client hangs up leaves the line.
+Parsing a request and encoding its response run in worker threads too.
 
-`Limits` bound one request: its body, its queries, its k and queries x k (the results it asks
-for). A request over a limit is answered 413 (too large) or 422 (k out of range), with a message
-naming the limit and the `searchgym serve` flag that sets it.
+`Limits` bound one request: its body, its queries, each query's length, its k and queries x k
+(the results it asks for). A request over a limit is answered 413 (too large) or 422 (k out of
+range), with a message naming the limit and the `searchgym serve` flag that sets it.
+
+Only JSON bodies are read (415 otherwise), and only requests whose Host header names a loopback
+address or one of ``allowed_hosts`` are answered (400 otherwise): a web page cannot reach a
+loopback server through DNS rebinding, nor post to it as a form. A connection that does not send
+its request headers within ``read_timeout`` seconds is closed (uvicorn times out only idle
+keep-alive connections), and a body that does not arrive within it is answered 408. A client that
+hangs up mid-request is logged in one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+import h11
+import uvicorn
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, ValidationError
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
+from starlette.responses import JSONResponse
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from searchgym.errors import ConfigError
 from searchgym.retrievers.base import Doc, Retriever
 
 MAX_K = 1000
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+KEEP_ALIVE_S = 5
+"""Seconds an idle keep-alive connection stays open (uvicorn's ``timeout_keep_alive``)."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,6 +73,8 @@ class Limits:
     """k of one request (``--max-topk``)."""
     max_results: int = 100_000
     """Queries x k of one request: the documents it may get back (``--max-results``)."""
+    max_query_chars: int = 2_000
+    """Characters of one query (``--max-query-chars``): a query's cost grows with its length."""
     max_body_bytes: int = 16 << 20
     """Size of a request's body (``--max-body-mb``)."""
 
@@ -82,22 +107,35 @@ class _Pending:
 
 
 class Batcher:
-    """Collects concurrent requests into ``batch_search`` calls, one at a time; each call takes
-    a share of every waiting request's queries, so none waits for another to finish."""
+    """Collects concurrent requests into ``batch_search`` calls, one at a time, of at most
+    ``max_batch`` queries and ``max_batch_chars`` characters; waiting requests take turns, one
+    query each, so none waits for another to finish."""
 
-    def __init__(self, retriever: Retriever, max_batch: int = 64, batch_wait_ms: float = 2.0) -> None:
+    def __init__(
+        self,
+        retriever: Retriever,
+        max_batch: int = 64,
+        batch_wait_ms: float = 2.0,
+        max_batch_chars: int = 8_192,
+    ) -> None:
         self.retriever, self.max_batch, self.wait = retriever, max_batch, batch_wait_ms / 1000
+        self.max_batch_chars = max_batch_chars
         self.waiting: deque[_Pending] = deque()
         self._arrived = asyncio.Event()
         self.batches = 0
 
     async def search(self, queries: list[str], k: int) -> list[list[Doc]]:
+        """The results of ``queries``; cancelling the call takes them out of the line."""
         if not queries:
             return []
         pending = _Pending(queries, k, asyncio.get_running_loop().create_future())
         self.waiting.append(pending)
         self._arrived.set()
-        return await pending.future
+        try:
+            return await pending.future
+        finally:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(pending)
 
     async def run(self) -> None:
         while True:
@@ -112,21 +150,23 @@ class Batcher:
         return sum(len(p.queries) - p.sent for p in self.waiting)
 
     def _take(self) -> list[tuple[_Pending, list[str]]]:
-        """Up to ``max_batch`` queries, an equal share from each waiting request in turn."""
-        taken: list[tuple[_Pending, list[str]]] = []
-        room = self.max_batch
-        while room and self.waiting:
-            share = max(1, room // len(self.waiting))
-            for pending in list(self.waiting):
-                n = min(share, room, len(pending.queries) - pending.sent)
-                taken.append((pending, pending.queries[pending.sent : pending.sent + n]))
-                pending.sent += n
-                room -= n
-                if pending.sent == len(pending.queries):
-                    self.waiting.remove(pending)
-                if not room:
-                    break
-        return taken
+        """The next batch: one query from each waiting request in turn (a request with more to
+        send goes to the back of the line) until ``max_batch`` queries or ``max_batch_chars``
+        characters; always at least one query, however long."""
+        taken: dict[int, tuple[_Pending, list[str]]] = {}
+        count = chars = 0
+        while self.waiting and count < self.max_batch:
+            pending = self.waiting.popleft()
+            query = pending.queries[pending.sent]
+            if count and chars + len(query) > self.max_batch_chars:
+                self.waiting.appendleft(pending)
+                break
+            taken.setdefault(id(pending), (pending, []))[1].append(query)
+            pending.sent += 1
+            count, chars = count + 1, chars + len(query)
+            if pending.sent < len(pending.queries):
+                self.waiting.append(pending)
+        return list(taken.values())
 
     async def _answer(self, batch: list[tuple[_Pending, list[str]]]) -> None:
         for k in sorted({p.k for p, _ in batch}):
@@ -156,14 +196,19 @@ def create_app(
     *,
     default_topk: int = 3,
     max_batch: int = 64,
+    max_batch_chars: int = 8_192,
     batch_wait_ms: float = 2.0,
     limits: Limits | None = None,
+    allowed_hosts: Sequence[str] = (),
+    read_timeout: float = 10.0,
 ) -> FastAPI:
-    """A FastAPI app serving ``retriever``; run it with uvicorn (``searchgym serve`` does)."""
+    """A FastAPI app serving ``retriever``; run it with `ServerThread` or `uvicorn_config` (which
+    apply ``read_timeout`` to request headers too). Requests must name a loopback host or one of
+    ``allowed_hosts`` (``"*"``: any host)."""
     limits = limits or Limits()
     if not 1 <= default_topk <= limits.max_topk:
         raise ConfigError(f"--topk must be between 1 and --max-topk ({limits.max_topk}), got {default_topk}")
-    batcher = Batcher(retriever, max_batch=max_batch, batch_wait_ms=batch_wait_ms)
+    batcher = Batcher(retriever, max_batch, batch_wait_ms, max_batch_chars)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -175,18 +220,21 @@ def create_app(
 
     app = FastAPI(title="searchgym retrieval server", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.read_timeout = read_timeout
+    app.add_middleware(HostCheck, hosts=[*LOOPBACK_HOSTS, *allowed_hosts])
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> Response:
-        body = await _parse(request, RetrieveRequest, limits)
+        body = await _parse(request, RetrieveRequest, limits, read_timeout)
         k = _check(body.queries, body.topk or default_topk, "topk", limits)
-        results = await batcher.search(body.queries, k)
+        results = await _search(request, batcher, body.queries, k)
         return await _encode(_retrieve_response, results, body.return_scores)
 
     @app.post("/search")
     async def search(request: Request) -> Response:
-        body = await _parse(request, SearchRequest, limits)
-        results = await batcher.search(body.queries, _check(body.queries, body.k, "k", limits))
+        body = await _parse(request, SearchRequest, limits, read_timeout)
+        k = _check(body.queries, body.k, "k", limits)
+        results = await _search(request, batcher, body.queries, k)
         return await _encode(_search_response, results)
 
     @app.get("/doc/{doc_id}")
@@ -204,30 +252,114 @@ def create_app(
     return app
 
 
-async def _parse(request: Request, model: type[BaseModel], limits: Limits) -> BaseModel:
-    """The request's JSON body as ``model``, read up to ``max_body_bytes`` and parsed in a
-    worker thread; 413 past the limit, 422 if it is not a valid ``model``."""
-    too_large = HTTPException(
-        status_code=413,
-        detail=f"the request body is larger than {limits.max_body_bytes:,} bytes "
-        "(searchgym serve --max-body-mb); send fewer or shorter queries per request",
-    )
+class HostCheck:
+    """ASGI middleware: answers 400 to a request whose Host header names none of ``hosts``
+    (``"*"`` lets any through), so a web page cannot reach a loopback server by DNS rebinding."""
+
+    def __init__(self, app, hosts: Sequence[str]) -> None:
+        self.app, self.hosts = app, {h.lower() for h in hosts}
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and "*" not in self.hosts:
+            host = _host_name(Headers(scope=scope).get("host", ""))
+            if host not in self.hosts:
+                name = host[:100] or "NAME"
+                detail = (
+                    f"this server answers requests for {', '.join(sorted(self.hosts))}, not {host[:100]!r}; "
+                    f"to serve that name, start it with --allowed-hosts {name}"
+                )
+                await JSONResponse({"detail": detail}, status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header, without its port.
+
+    >>> _host_name("[::1]:8000"), _host_name("LocalHost:80"), _host_name("example.org")
+    ('[::1]', 'localhost', 'example.org')
+    """
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[: header.find("]") + 1]
+    return header.rpartition(":")[0] if ":" in header else header
+
+
+async def _parse(request: Request, model: type[BaseModel], limits: Limits, read_timeout: float) -> BaseModel:
+    """The request's JSON body as ``model``, read up to ``max_body_bytes`` within ``read_timeout``
+    seconds and parsed in a worker thread; 415 if it is not JSON, 413 past the limit, 408 if it
+    is late, 422 if it is not a valid ``model``."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise HTTPException(
+            status_code=415,
+            detail=f"send the body as JSON with Content-Type: application/json, not {media_type or 'none'!r}",
+        )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limits.max_body_bytes:
-            raise too_large
-        chunks.append(chunk)
+        raise _too_large(limits)
     try:
-        return await asyncio.to_thread(model.model_validate_json, b"".join(chunks))
+        body = await asyncio.wait_for(_read(request, limits), read_timeout)
+    except asyncio.TimeoutError:
+        raise HTTPException(
+            status_code=408,
+            detail=f"the request body did not arrive within {read_timeout:g} s (--read-timeout)",
+            headers={"Connection": "close"},
+        ) from None
+    except ClientDisconnect:
+        log.warning("%s hung up while sending the body of %s", _client(request), request.url.path)
+        raise HTTPException(status_code=400, detail="the client hung up") from None
+    try:
+        return await asyncio.to_thread(model.model_validate_json, body)
     except ValidationError as e:
         # without the input, which may be NaN, which JSON cannot carry (that was a 500)
         raise RequestValidationError(
             e.errors(include_url=False, include_context=False, include_input=False)
         ) from None
+
+
+async def _read(request: Request, limits: Limits) -> bytes:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limits.max_body_bytes:
+            raise _too_large(limits)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limits: Limits) -> HTTPException:
+    return HTTPException(
+        status_code=413,
+        detail=f"the request body is larger than {limits.max_body_bytes:,} bytes "
+        "(searchgym serve --max-body-mb); send fewer or shorter queries per request",
+    )
+
+
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "a client"
+
+
+async def _search(request: Request, batcher: Batcher, queries: list[str], k: int) -> list[list[Doc]]:
+    """The batcher's results for ``queries``; if the client hangs up first, its queries leave
+    the line (a client that timed out and retries would otherwise be searched twice)."""
+    search = asyncio.ensure_future(batcher.search(queries, k))
+    gone = asyncio.ensure_future(_hung_up(request))
+    try:
+        await asyncio.wait({search, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not search.done():
+        search.cancel()
+        log.warning("%s hung up before its %d queries were answered", _client(request), len(queries))
+        raise HTTPException(status_code=400, detail="the client hung up")
+    return search.result()
+
+
+async def _hung_up(request: Request) -> None:
+    """Returns once the client closes the connection (its body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _check(queries: list[str], k: int, name: str, limits: Limits) -> int:
@@ -236,6 +368,13 @@ def _check(queries: list[str], k: int, name: str, limits: Limits) -> int:
         raise HTTPException(
             status_code=422,
             detail=f"{name} is {k}; this server answers at most {limits.max_topk} (--max-topk)",
+        )
+    longest = max(queries, key=len, default="")
+    if len(longest) > limits.max_query_chars:
+        raise HTTPException(
+            status_code=413,
+            detail=f"query {queries.index(longest)} is {len(longest):,} characters long; this server "
+            f"takes at most {limits.max_query_chars:,} (--max-query-chars): shorten it",
         )
     if len(queries) > limits.max_queries:
         raise HTTPException(
@@ -273,6 +412,67 @@ def _search_r1(doc: Doc) -> dict[str, str]:
     return {"id": doc.id, "contents": doc.contents()}
 
 
+class ReadDeadlineH11(H11Protocol):
+    """uvicorn's h11 protocol that closes a connection whose request headers have not all
+    arrived ``read_timeout`` seconds after it opened or after their first byte (uvicorn times
+    out only idle keep-alive connections; the app times out the body)."""
+
+    def __init__(self, *args, read_timeout: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_timeout = read_timeout
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._deadline = self.loop.call_later(self.read_timeout, self._expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and self.conn.their_state is h11.IDLE:  # a next request begins
+            self._deadline = self.loop.call_later(self.read_timeout, self._expired)
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        received = len(self.conn.trailing_data[0])
+        if received:  # a connection that sent nothing is closed without a word, like an idle one
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+            log.warning(
+                "closed the connection of %s: only %d bytes of request headers in %g s (--read-timeout)",
+                client,
+                received,
+                self.read_timeout,
+            )
+        self.transport.close()
+
+
+def uvicorn_config(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> uvicorn.Config:
+    """uvicorn's settings for ``app``: idle keep-alive connections close after `KEEP_ALIVE_S`
+    and, for an app of `create_app`, slow request headers after its ``read_timeout``."""
+    read_timeout = getattr(getattr(app, "state", None), "read_timeout", None)
+    http = functools.partial(ReadDeadlineH11, read_timeout=read_timeout) if read_timeout else "auto"
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_S,
+        http=http,  # type: ignore[arg-type]
+    )
+
+
 class ServerThread:
     """Run an app with uvicorn in a background thread (tests, notebooks, envs that start their
     own server). ``url`` is known once the context is entered; the port is free-picked when 0.
@@ -285,9 +485,7 @@ class ServerThread:
     """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
-        import uvicorn
-
-        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self._server = uvicorn.Server(uvicorn_config(app, host, port))
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self.url = ""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from searchgym.commands.common import bounded_int
@@ -16,14 +19,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", type=Path, required=True, help="directory of a saved index")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     p.add_argument("--port", type=bounded_int(0, 65535), default=8000, help="0 to 65535 (0: any free port)")
+    p.add_argument(
+        "--allowed-hosts",
+        type=host_names,
+        default=None,
+        metavar="NAME,...",
+        help="Host header names answered besides loopback ones ('*': any; the default when --host "
+        "is not a loopback address); guards a loopback server against DNS rebinding",
+    )
     p.add_argument("--topk", type=bounded_int(1), default=3, help="k when a request gives none")
-    p.add_argument("--max-batch", type=bounded_int(1), default=64, help="most queries per batched search")
-    p.add_argument("--batch-wait-ms", type=float, default=2.0, help="how long to gather a batch")
+    p.add_argument(
+        "--max-batch", type=bounded_int(1, 100_000), default=64, help="most queries per batched search"
+    )
+    p.add_argument(
+        "--max-batch-chars",
+        type=bounded_int(1),
+        default=8_192,
+        help="most query characters per batched search: bounds how long a small request waits",
+    )
+    p.add_argument(
+        "--batch-wait-ms", type=bounded_float(0, 1000), default=2.0, help="how long to gather a batch"
+    )
     p.add_argument(
         "--max-queries",
         type=bounded_int(1),
         default=defaults.max_queries,
         help="queries per request (413 above)",
+    )
+    p.add_argument(
+        "--max-query-chars",
+        type=bounded_int(1),
+        default=defaults.max_query_chars,
+        help="characters per query (413 above)",
     )
     p.add_argument(
         "--max-topk", type=bounded_int(1), default=defaults.max_topk, help="k per request (422 above)"
@@ -36,33 +63,88 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-body-mb",
-        type=float,
+        type=bounded_float(0.001, 1024),
         default=defaults.max_body_bytes / 2**20,
         help="size of a request's body in MiB (413 above)",
     )
+    p.add_argument(
+        "--read-timeout",
+        type=bounded_float(0.1, 3600),
+        default=10.0,
+        help="seconds a client has to send a request's headers, and again its body (408)",
+    )
     p.set_defaults(run=run)
+
+
+def bounded_float(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number from ``low`` to ``high`` (not NaN).
+
+    >>> bounded_float(0, 1000)("2.5")
+    2.5
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
+        return value
+
+    return parse
+
+
+def host_names(text: str) -> list[str]:
+    """An argparse type: comma-separated Host names.
+
+    >>> host_names("retriever.internal, 10.0.0.5")
+    ['retriever.internal', '10.0.0.5']
+    """
+    names = [name.strip() for name in text.split(",")]
+    if not all(re.fullmatch(r"\*|\[[0-9A-Fa-f:.]+\]|[\w.-]+", name) for name in names):
+        raise argparse.ArgumentTypeError(f"expected host names separated by commas (no ports), got {text!r}")
+    return names
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves only this machine.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from searchgym.retrievers.index import load_index
-    from searchgym.retrievers.server import Limits, create_app
+    from searchgym.retrievers.server import Limits, create_app, uvicorn_config
 
     limits = Limits(
         max_queries=args.max_queries,
         max_topk=args.max_topk,
         max_results=args.max_results,
         max_body_bytes=int(args.max_body_mb * 2**20),
+        max_query_chars=args.max_query_chars,
     )
+    if args.allowed_hosts is None:
+        args.allowed_hosts = [] if is_loopback(args.host) else ["*"]
     retriever = load_index(args.index)
     app = create_app(
         retriever,
         default_topk=args.topk,
         max_batch=args.max_batch,
+        max_batch_chars=args.max_batch_chars,
         batch_wait_ms=args.batch_wait_ms,
         limits=limits,
+        allowed_hosts=args.allowed_hosts,
+        read_timeout=args.read_timeout,
     )
     print(f"serving {args.index} ({type(retriever).__name__}) on http://{args.host}:{args.port}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(uvicorn_config(app, args.host, args.port)).run()
     return 0

@@ -56,6 +56,62 @@ def test_remote_equals_local(server, bm25):
         assert remote.doc("d6") == bm25.doc("d6") and remote.doc("nope") is None
 
 
+@pytest.mark.parametrize("host", ["x", "attacker.example:8000", "127.0.0.1.nip.io", ""])
+def test_a_foreign_host_is_refused(server, host):
+    """A web page that rebinds its own name to 127.0.0.1 sends its name as Host."""
+    for response in (
+        httpx.post(f"{server.url}/retrieve", json={"queries": ["river"]}, headers={"Host": host}),
+        httpx.get(f"{server.url}/doc/d6", headers={"Host": host}),
+    ):
+        assert response.status_code == 400
+        assert "--allowed-hosts" in response.json()["detail"]
+
+
+def test_loopback_and_allowed_hosts_are_answered(server, bm25):
+    port = server.url.rsplit(":", 1)[1]
+    for host in ("127.0.0.1", f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}"):
+        assert httpx.get(f"{server.url}/health", headers={"Host": host}).status_code == 200, host
+    with ServerThread(create_app(bm25, allowed_hosts=["retriever.internal"])) as named:
+        headers = {"Host": "retriever.internal:8000"}
+        assert (
+            httpx.post(f"{named.url}/search", json={"queries": ["river"]}, headers=headers).status_code == 200
+        )
+        assert httpx.get(f"{named.url}/health", headers={"Host": "other.internal"}).status_code == 400
+    with ServerThread(create_app(bm25, allowed_hosts=["*"])) as anyone:
+        assert httpx.get(f"{anyone.url}/health", headers={"Host": "other.internal"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "media_type"),
+    [
+        ({"content": b'{"queries": ["river"]}', "headers": {"Content-Type": "text/plain"}}, "text/plain"),
+        ({"data": {"queries": "river"}}, "application/x-www-form-urlencoded"),
+        ({"content": b'{"queries": ["river"]}'}, "none"),
+    ],
+)
+def test_only_json_bodies_are_read(server, kwargs, media_type):
+    """A cross-site form or text/plain post needs no CORS preflight: it must not be answered."""
+    for path in ("/retrieve", "/search"):
+        response = httpx.post(server.url + path, **kwargs)
+        assert response.status_code == 415
+        assert f"Content-Type: application/json, not '{media_type}'" in response.json()["detail"]
+    charset = {"Content-Type": "application/json; charset=utf-8"}
+    ok = httpx.post(f"{server.url}/search", content=b'{"queries": ["river"]}', headers=charset)
+    assert ok.status_code == 200
+
+
+def test_a_query_longer_than_the_cap_is_refused(server):
+    longest = "river " * 333 + "xy"  # 2,000 characters, the default cap
+    assert httpx.post(f"{server.url}/search", json={"queries": ["lake", longest]}).status_code == 200
+    response = httpx.post(f"{server.url}/retrieve", json={"queries": ["lake", longest + "z"]})
+    assert response.status_code == 413
+    assert response.json()["detail"] == (
+        "query 1 is 2,001 characters long; this server takes at most 2,000 (--max-query-chars): shorten it"
+    )
+    one_megabyte = httpx.post(f"{server.url}/retrieve", json={"queries": ["river " * 174_763]})
+    assert one_megabyte.status_code == 413 and "--max-query-chars" in one_megabyte.json()["detail"]
+
+
 def test_concurrent_requests_are_batched(server):
     batcher = server._server.config.app.state.batcher
     before = batcher.batches
