@@ -69,6 +69,25 @@ def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def bounded_float(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number from ``low`` to ``high`` (not NaN).
+
+    >>> bounded_float(0, 1000)("2.5")
+    2.5
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
+        return value
+
+    return parse
+
+
 def add_env_args(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument(
         "--env-arg", "-E", action="append", type=key_value, default=[], metavar="KEY=VALUE", help=help

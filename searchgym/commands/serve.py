@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
-from collections.abc import Callable
 from pathlib import Path
 
-from searchgym.commands.common import bounded_int
+from searchgym.commands.common import bounded_float, bounded_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,25 +73,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds a client has to send a request's headers, and again its body (408)",
     )
     p.set_defaults(run=run)
-
-
-def bounded_float(low: float, high: float) -> Callable[[str], float]:
-    """An argparse type: a number from ``low`` to ``high`` (not NaN).
-
-    >>> bounded_float(0, 1000)("2.5")
-    2.5
-    """
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not low <= value <= high:  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
-        return value
-
-    return parse
 
 
 def host_names(text: str) -> list[str]:
