@@ -49,7 +49,7 @@ from searchgym.envs.tools import SEARCH, Tool, ToolCall
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError, PolicyError
 from searchgym.generation import SamplingParams, TextGenerator
-from searchgym.retrievers.base import Retriever
+from searchgym.retrievers.base import Retriever, clean_text
 from searchgym.tasks.task import Task
 
 FINISH = Tool(
@@ -172,7 +172,7 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         """The generator answers; returns (outcome, format, cost charged now), or None (with
         ``info["error"]`` set) when the generator fails."""
         assert self._task is not None
-        prompt = generator_prompt(self._task.question, self._searches)
+        prompt = clean_text(generator_prompt(self._task.question, self._searches))  # a tokenizer reads it
         try:
             completions = self.generator.chat([[{"role": "user", "content": prompt}]], self.generator_params)
         except _GENERATOR_FAILURES as e:
@@ -181,7 +181,7 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
             return None
         if len(completions) != 1:
             raise ValueError(f"the generator returned {len(completions)} completions for one conversation")
-        reply = completions[0].text
+        reply = clean_text(completions[0].text)  # a server's JSON "\ud800" is a lone surrogate
         scored = self._score_answer(parse_reply(reply), info, format_score=finished)
         info["generator_reply"] = reply
         return scored

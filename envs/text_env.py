@@ -24,7 +24,7 @@ from searchgym.envs.rewards import RewardWeights, combine, format_reward, outcom
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.tools import Invalid, ToolCall
 from searchgym.errors import RetrieverError
-from searchgym.retrievers.base import ContextualRetriever, Retriever, SearchContext
+from searchgym.retrievers.base import ContextualRetriever, Retriever, SearchContext, clean_text, is_clean
 from searchgym.tasks.metrics import score_answer
 from searchgym.tasks.task import Task
 
@@ -71,7 +71,21 @@ class TextEnv(gym.Env[str, str]):
         return self.protocol.instructions(self._task.question), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One turn. Any string is a valid action: text that is no call is an invalid turn (counted
+        in ``n_invalid``, never a search), and a call's arguments reach its tool through
+        `clean_text`, the one place where the agent's text meets a retriever, a web page source or
+        the scorer. A tool that fails as the world fails (`WORLD_FAILURES`) still took its turn:
+        a failed search counts as a search and an error. A step that raises (a bug, never the
+        agent's text) did not happen: the turn, the counters and the episode stay as they were."""
         self._begin_turn(action)
+        before = self._turn - 1, dict(self._counts), self._done
+        try:
+            return self._step(action)
+        except BaseException:
+            self._turn, self._counts, self._done = before
+            raise
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         parsed = self.protocol.parse(action)
         info: dict[str, Any] = {"turn": self._turn, "tool": None, "error": None}
         outcome = fmt = 0.0
@@ -81,6 +95,7 @@ class TextEnv(gym.Env[str, str]):
             info["error"] = parsed.reason
             observation = self.protocol.format_error(parsed.reason)
         else:
+            parsed = _cleaned(parsed)
             info["tool"] = parsed.name
             self._counts["n_extra_calls"] += parsed.extra_calls
             observation, outcome, fmt, call_cost = self._call(parsed, info)
@@ -128,9 +143,10 @@ class TextEnv(gym.Env[str, str]):
         self._turn += 1
 
     def _result(self, text: str, n_calls: int, info: dict[str, Any]) -> tuple[str, float]:
-        """The observation that shows a tool's ``text``, and its cost: ``n_calls`` calls that
-        reached the world and the observation's tokens (none now with ``cost_only_if_correct``)."""
-        observation = self.protocol.format_result(text)
+        """The observation that shows a tool's ``text`` (as `clean_text`: a document may hold what
+        the agent's tokenizer cannot take), and its cost: ``n_calls`` calls that reached the world
+        and the observation's tokens (none now with ``cost_only_if_correct``)."""
+        observation = self.protocol.format_result(clean_text(text))
         tokens = count_tokens(observation)
         self._counts["obs_tokens"] += tokens
         info["step_obs_tokens"] = tokens
@@ -177,6 +193,14 @@ class TextEnv(gym.Env[str, str]):
         if "task_index" in options:
             return self.tasks[options["task_index"]]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+
+def _cleaned(call: ToolCall) -> ToolCall:
+    """``call`` with its text arguments passed through `clean_text` (the same call when clean)."""
+    if all(is_clean(v) for v in call.arguments.values() if isinstance(v, str)):
+        return call
+    arguments = {k: clean_text(v) if isinstance(v, str) else v for k, v in call.arguments.items()}
+    return dataclasses.replace(call, arguments=arguments)
 
 
 class RetrieverEnv(TextEnv):

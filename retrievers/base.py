@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -26,7 +27,8 @@ class Doc:
 class Retriever(Protocol):
     """Search a corpus. ``search`` returns at most ``k`` documents, best first; a query that
     matches nothing returns an empty list. ``batch_search(qs, k)`` equals
-    ``[search(q, k) for q in qs]``, usually faster."""
+    ``[search(q, k) for q in qs]``, usually faster. The envs hand a retriever only clean text
+    (`clean_text`), so a backend need not guard against lone surrogates or NULs itself."""
 
     def search(self, query: str, k: int = 3) -> list[Doc]: ...
 
@@ -63,3 +65,26 @@ def check_batch(queries: Sequence[str], k: int) -> None:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     if isinstance(queries, str):
         raise TypeError("batch_search takes a sequence of queries; for one query use search()")
+
+
+REPLACEMENT_CHARACTER = "\ufffd"
+_UNCLEAN = re.compile("[\x00\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with what backends cannot take replaced by U+FFFD: lone surrogates (U+D800 to
+    U+DFFF, which no UTF-8 or UTF-16 encoder writes: tokenizers, the JVM, SQLite and files refuse
+    them; JSON ``"\\ud800"`` decodes to one) and NULs (C strings end there; PostgreSQL and NumPy
+    byte strings drop or refuse them). Everything else, all of valid Unicode, is kept.
+
+    >>> clean_text("capital\\ud800 of\\x00France") == "capital\\ufffd of\\ufffdFrance"
+    True
+    >>> clean_text("Zürich 日本") == "Zürich 日本"
+    True
+    """
+    return _UNCLEAN.sub(REPLACEMENT_CHARACTER, text)
+
+
+def is_clean(text: str) -> bool:
+    """Whether `clean_text` would leave ``text`` as it is."""
+    return _UNCLEAN.search(text) is None

@@ -34,7 +34,7 @@ import numpy as np
 
 from searchgym.errors import ConfigError, PolicyError, RetrieverError
 from searchgym.generation import Completion, Message, SamplingParams, TextGenerator
-from searchgym.retrievers.base import Doc, SearchContext, check_batch
+from searchgym.retrievers.base import Doc, SearchContext, check_batch, clean_text
 from searchgym.retrievers.cached import SQLiteFile
 
 DEFAULT_PARAMS = SamplingParams(max_new_tokens=640, temperature=0.0)
@@ -132,7 +132,7 @@ def simulator_messages(
     lines += [_GOAL[mode, context is not None], "", _FORMAT]
     lines += [f"Doc {i} (Title: <title>): <text>" for i in range(1, k + 1)]
     lines += ["", f"Query: {query}"]
-    return [{"role": "user", "content": "\n".join(lines)}]
+    return [{"role": "user", "content": clean_text("\n".join(lines))}]  # a model's tokenizer reads it
 
 
 # -- the output format ---------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def parse_documents(text: str, query: str, k: int, *, max_doc_chars: int = 600) 
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    text = _SPECIAL_TOKEN.sub(" ", text)
+    text = _SPECIAL_TOKEN.sub(" ", clean_text(text))  # a server's JSON "\ud800" is a lone surrogate
     starts = [m.end() for m in _HEADER.finditer(text)]
     ends = [m.start() for m in _HEADER.finditer(text)][1:] + [len(text)]
     segments = [text[s:e] for s, e in zip(starts, ends)] if starts else [text]
@@ -193,7 +193,7 @@ def parse_documents(text: str, query: str, k: int, *, max_doc_chars: int = 600) 
         if not _WORD.search(body) or key in seen:
             continue
         seen.add(key)
-        digest = hashlib.sha256(f"{query}\x1f{body}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(clean_text(f"{query}\x1f{body}").encode()).hexdigest()[:16]
         docs.append(Doc(f"sim-{digest}", title, body, score=1.0 / (len(docs) + 1)))
         if len(docs) == k:
             break

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -14,10 +15,15 @@ from gymnasium.utils.env_checker import check_env
 
 import searchgym
 from searchgym.agents import OracleAgent, run_episodes, summarize
-from searchgym.envs import backends
+from searchgym.envs import SearchEnv, backends
+from searchgym.envs.planner_env import PlannerEnv
 from searchgym.envs.registry import RETRIEVAL_BACKENDS
-from searchgym.errors import ConfigError, DataNotFoundError
-from searchgym.retrievers import BM25, Dense, Encoder, Hybrid
+from searchgym.envs.tools import ToolCall
+from searchgym.errors import ConfigError, DataNotFoundError, RetrieverError
+from searchgym.generation import Completion
+from searchgym.retrievers import BM25, Dense, Doc, Encoder, Hybrid
+from searchgym.retrievers.base import clean_text
+from searchgym.tasks import Task
 from searchgym.tasks.miniwiki import miniwiki_path
 
 SMALL_WORLD = {"n_passages": 300}
@@ -30,6 +36,8 @@ def lucene_missing() -> str | None:
         return 'pyserini is not installed (pip install "searchgym[lucene]")'
     if shutil.which("java") is None:
         return "pyserini needs a Java runtime and none is on PATH"
+    if shutil.which("javac") is None and not os.environ.get("JAVA_HOME"):
+        return "pyjnius needs a Java JDK (javac on PATH or JAVA_HOME) and finds none"
     return None
 
 
@@ -257,3 +265,166 @@ def test_miniwiki_without_its_corpus_names_the_fetch_script(tmp_path, monkeypatc
     monkeypatch.setenv("SEARCHGYM_DATA", str(tmp_path))
     with pytest.raises(DataNotFoundError, match=r"python data_scripts/fetch_miniwiki.py --out "):
         searchgym.make("searchgym/MiniWiki-BM25-v0")
+
+
+# -- text that no backend takes ------------------------------------------------------------------
+# A lone surrogate (what JSON "\ud800" from an OpenAI-compatible server decodes to) made the
+# tokenizers of Dense, Hybrid, Rerank and Simulated raise TypeError and pyjnius UnicodeEncodeError,
+# out of env.step and after the turn and the search were counted.
+UNTAKEABLE = {"lone-surrogate": "capital\ud800 of \udc80Orvanta", "nul": "capital\x00 of Orvanta"}
+MODEL_BACKENDS = ("Dense", "Hybrid", "Rerank", "Lucene", "Simulated")
+
+
+@pytest.fixture(scope="module")
+def tiny_simulator(tiny_llama_dir):
+    """The tiny random Llama of tests/conftest.py behind `HFPolicy`: a simulated search engine
+    whose tokenizer is real."""
+    from searchgym.agents.policies.hf import HFPolicy
+
+    return HFPolicy(str(tiny_llama_dir), device="cpu")
+
+
+def fictional_env(request, name: str, tmp_path: Path, **kwargs):
+    """``searchgym/FictionalQA-{name}-v0`` with the tiny models (Simulated: the tiny Llama, eight
+    new tokens a search)."""
+    if name == "Simulated":
+        generator = request.getfixturevalue("tiny_simulator")
+        made = {**SMALL_WORLD, "generator": generator, "simulator_params": {"max_new_tokens": 8}}
+    else:
+        made = env_kwargs(request, "FictionalQA", name.lower(), tmp_path / "cache")
+    return searchgym.make(f"searchgym/FictionalQA-{name}-v0", **made, **kwargs)
+
+
+def counts(info: dict) -> tuple[int, int, int, int]:
+    return info["turn"], info["n_searches"], info["n_invalid"], info["n_errors"]
+
+
+@pytest.mark.parametrize("text", UNTAKEABLE.values(), ids=list(UNTAKEABLE))
+@pytest.mark.parametrize("name", MODEL_BACKENDS)
+def test_text_no_backend_takes_is_searched_as_clean_text(request, tmp_path, name, text):
+    """In either protocol (tool_calls: JSON-escaped, as a server sends it) the query reaches the
+    backend with U+FFFD in place: a search like any other, counted once, its observation UTF-8."""
+    as_json = json.dumps({"name": "search", "arguments": {"query": text}})  # "\\ud800", "\\u0000"
+    for protocol, action in [
+        ("tags", f"<search>{text}</search>"),
+        ("tool_calls", f"<tool_call>{as_json}</tool_call>"),
+    ]:
+        env = fictional_env(request, name, tmp_path, protocol=protocol)
+        env.reset(seed=0)
+        obs, _, terminated, truncated, info = env.step(action)
+        assert not (terminated or truncated) and info["error"] is None
+        assert info["query"] == clean_text(text) != text
+        assert counts(info) == (1, 1, 0, 0)
+        obs.encode("utf-8")  # the agent's tokenizer reads it next
+        env.close()
+
+
+@pytest.mark.parametrize("name", MODEL_BACKENDS)
+def test_a_megabyte_query_is_an_invalid_turn_and_the_longest_one_a_search(request, tmp_path, name):
+    """The action limit (20,000 characters) refuses a 1 MB query as an invalid turn, not a search;
+    the longest query it lets through, lone surrogates and all, is searched by every backend."""
+    env = fictional_env(request, name, tmp_path)
+    env.reset(seed=0)
+    obs, _, terminated, _, info = env.step("<search>" + "Orvanta " * (1 << 17) + "</search>")
+    assert not terminated and "the limit is 20000" in obs
+    assert counts(info) == (1, 0, 1, 0)
+    room = env.unwrapped.protocol.max_chars - len("<search></search>")
+    longest = ("capital founder\ud800 Orvanta\x00 " * 1000)[:room]
+    obs, _, terminated, _, info = env.step(f"<search>{longest}</search>")
+    assert not terminated and info["error"] is None
+    assert counts(info) == (2, 1, 1, 0)
+    obs.encode("utf-8")
+    env.close()
+
+
+class StrictRetriever:
+    """A user's retriever over a backend that takes UTF-8 without NULs (a C library, a database,
+    an HTTP service), as most do: a lone surrogate or a NUL raises there. ``failure`` is raised
+    by every search instead."""
+
+    def __init__(self, failure: BaseException | None = None) -> None:
+        self.queries: list[str] = []
+        self.failure = failure
+
+    def search(self, query: str, k: int = 3) -> list[Doc]:
+        if self.failure is not None:
+            raise self.failure
+        if "\x00" in query:
+            raise ValueError("embedded null character")
+        query.encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+        self.queries.append(query)
+        return [Doc("d1", "Paris", "Paris is the capital of France \ud800.")][:k]
+
+    def batch_search(self, queries, k: int = 3) -> list[list[Doc]]:
+        return [self.search(q, k) for q in queries]
+
+    def doc(self, doc_id: str) -> Doc | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def user_env(retriever: StrictRetriever, protocol: str = "tags") -> SearchEnv:
+    return SearchEnv([Task("q", "What is the capital of France?", ("Paris",))], retriever, protocol=protocol)
+
+
+def test_a_users_retriever_gets_clean_text_and_the_agent_a_clean_observation():
+    """The boundary is the env's, so a retriever built by a user is protected too; a document
+    with a lone surrogate is shown with U+FFFD, which the agent's tokenizer takes."""
+    retriever = StrictRetriever()
+    env = user_env(retriever)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step("<search>capital\ud800 of\x00France</search>")
+    assert retriever.queries == ["capital\ufffd of\ufffdFrance"] and counts(info) == (1, 1, 0, 0)
+    assert "France \ufffd." in obs
+
+
+def test_a_failure_of_the_world_is_a_search_and_an_error_a_bug_is_no_step():
+    """A `RetrieverError` took its turn: an observation, one search, one error, its cost. An
+    exception that is a bug propagates, and the step that raised did not happen: the turn and
+    the counters are as before it, and the episode goes on."""
+    env = user_env(StrictRetriever(RetrieverError("index offline")))
+    env.reset(seed=0)
+    obs, reward, _, _, info = env.step("<search>capital</search>")
+    assert "Search failed (RetrieverError: index offline)" in obs and counts(info) == (1, 1, 0, 1)
+    env.unwrapped.retriever.failure = KeyError("a bug in the retriever")
+    with pytest.raises(KeyError, match="a bug in the retriever"):
+        env.step("<search>capital</search>")
+    _, _, terminated, _, info = env.step("<answer>Paris</answer>")
+    assert terminated and info["em"] == 1.0 and counts(info) == (2, 1, 0, 1)
+
+
+@pytest.mark.parametrize("protocol", ["tags", "tool_calls"])
+def test_an_answer_with_a_lone_surrogate_is_scored(protocol):
+    env = user_env(StrictRetriever(), protocol)
+    env.reset(seed=0)
+    answer = ToolCall("answer", {"answer": "Paris \ud800"})
+    _, _, terminated, _, info = env.step(env.protocol.format_call(answer))
+    assert terminated and info["prediction"] == "Paris \ufffd" and info["em"] == 0 < info["f1"]
+
+
+class StrictGenerator:
+    """A planner's answering model whose tokenizer takes UTF-8 only, behind a server whose JSON
+    reply holds a lone surrogate (``"\\ud800"``)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def chat(self, conversations, params) -> list[Completion]:
+        for conversation in conversations:
+            conversation[-1]["content"].encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+            self.prompts.append(conversation[-1]["content"])
+        return [Completion(text="<answer>Paris \ud800</answer>") for _ in conversations]
+
+
+def test_the_planners_generator_reads_clean_text_and_its_reply_is_cleaned():
+    """The generator's prompt holds the documents the planner found (one with a lone surrogate)
+    and its reply is scored: both reach the generator and the scorer as clean text."""
+    generator = StrictGenerator()
+    env = PlannerEnv([Task("q", "What is the capital of France?", ("Paris",))], StrictRetriever(), generator)
+    env.reset(seed=0)
+    env.step("<search>capital\ud800</search>")
+    _, _, terminated, _, info = env.step("<finish></finish>")
+    assert terminated and info["prediction"] == "Paris \ufffd" and info["generator_reply"].isprintable()
+    assert "France \ufffd." in generator.prompts[0] and info["n_errors"] == 0
