@@ -1,21 +1,28 @@
 """Hostile actions never crash an episode: every registered id, both protocols, Hypothesis-made
 actions (deep nesting, huge numbers, lone surrogates, NULs, control characters, 1 MB of text,
-thousands of calls in one turn). A bad action is an invalid step, never an exception.
+thousands of calls in one turn). A bad action is an invalid step, never an exception, and every
+observation is text a tokenizer takes (it encodes as UTF-8).
 
 Envs are made as in test_registry.py: a small world, the tiny random models, fake benchmark
-files and a scripted simulator, so every id can be made offline (an id whose runtime is missing,
-Lucene without Java, is skipped with the reason). ``bench/fuzz.py`` runs a million actions."""
+files, so every id can be made offline (an id whose runtime is missing, Lucene without a JDK, is
+skipped with the reason); the simulated search engine is the tiny random Llama behind `HFPolicy`,
+so the query reaches a real tokenizer. ``bench/fuzz.py`` runs a million actions."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
 from gymnasium.envs.registration import load_env_creator
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_backends import tiny_simulator  # noqa: F401 (a fixture)
 from test_registry import data_dir, small_kwargs  # noqa: F401 (data_dir is a fixture)
 
 import searchgym
@@ -88,6 +95,25 @@ def actions(draw) -> str:
     return draw(HOSTILE_TEXT)
 
 
+# what an OpenAI-compatible server's JSON "\ud800" or a model's stray bytes hand the env
+TEXT_NO_BACKEND_TAKES = [
+    "<search>capital\ud800 of Orvanta</search>",
+    "<search>\udc80</search>",
+    "<search>capital\x00founder</search>",
+    '<tool_call>{"name": "search", "arguments": {"query": "\\ud800 Orvanta"}}</tool_call>',
+    "<answer>\ud800</answer>",
+]
+
+
+def fuzz_kwargs(request, env_id: str, tmp_path) -> dict:
+    """`small_kwargs`, with the tiny Llama in place of the scripted simulator."""
+    kwargs = dict(small_kwargs(request, env_id, tmp_path))  # a copy: it may be a shared dict
+    if "generator" in kwargs and env_id.endswith("-Simulated-v0"):
+        kwargs["generator"] = request.getfixturevalue("tiny_simulator")
+        kwargs["simulator_params"] = {"max_new_tokens": 8}
+    return kwargs
+
+
 def _takes_protocol(env_id: str) -> bool:
     entry = gym.spec(env_id).entry_point
     creator = entry if callable(entry) else load_env_creator(entry)
@@ -98,7 +124,7 @@ def _takes_protocol(env_id: str) -> bool:
 @pytest.mark.parametrize("protocol", ["tags", "tool_calls"])
 @pytest.mark.parametrize("env_id", searchgym.list_ids())
 def test_hostile_actions_are_invalid_steps_never_exceptions(request, env_id, protocol, data_dir, tmp_path):  # noqa: F811
-    kwargs = dict(small_kwargs(request, env_id, tmp_path))  # a copy: it may be a shared dict
+    kwargs = fuzz_kwargs(request, env_id, tmp_path)
     if _takes_protocol(env_id):
         kwargs["protocol"] = protocol
     elif protocol != "tags":
@@ -111,8 +137,12 @@ def test_hostile_actions_are_invalid_steps_never_exceptions(request, env_id, pro
     def step(action: str) -> None:
         obs, reward, terminated, truncated, info = env.step(action)
         assert isinstance(obs, str) and isinstance(info, dict)
+        obs.encode("utf-8")  # the agent's tokenizer reads it next
         if terminated or truncated:
             env.reset()
+
+    for action in TEXT_NO_BACKEND_TAKES:
+        step = example(action=action)(step)
 
     try:
         step()
@@ -146,3 +176,23 @@ def test_urls_the_file_system_or_http_refuse_are_observations(serve, url):
     obs, _, terminated, _, info = env.step(f"<open> {url} </open>")
     env.close()
     assert not terminated and info["n_errors"] == 1 and "Could not open" in obs
+
+
+@pytest.mark.slow
+def test_the_fuzz_bench_runs_every_registered_id(tmp_path):
+    """bench/fuzz.py makes every registered id offline and reports each: its steps, failures per
+    million and slowest step, or why it was skipped (a missing runtime)."""
+    ids = searchgym.list_ids()
+    script = Path(__file__).resolve().parents[2] / "bench" / "fuzz.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--steps", str(4 * len(ids)), "--work", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "failures per million steps: 0.0 (0 failures)" in run.stdout
+    rows = dict(
+        re.findall(r"^(searchgym/\S+)\s+(\d+\s+0\s+0\.0\s+[\d.]+\s+[\d.]+|skipped: .+)", run.stdout, re.M)
+    )
+    assert sorted(rows) == sorted(ids), run.stdout
