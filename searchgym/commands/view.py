@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     table = EpisodeTable(discover(args.paths))
     if args.export is not None:
         done = export_html(table, args.export, max_per_source=args.export_max or None)
+        if done.report():
+            print(f"searchgym view: {done.report()}", file=sys.stderr)
         size = done.path.stat().st_size / 1e6
         cut = f" (left out {done.left_out}: raise --export-max to include them)" if done.left_out else ""
         print(f"wrote {done.path} ({size:.1f} MB, {done.episodes} episodes){cut}")

@@ -14,6 +14,10 @@
 - ``GET /api/episode/{id}`` — one episode as saved; ``GET /api/compare?a=S&b=S`` — the tasks two
   sources share and who solved them; ``GET /api/steps/{run}`` — a training run's sampled
   episodes summed up per step.
+- ``GET /api/skipped`` — how many episodes there are and what was skipped: files that cannot be
+  read and malformed lines, counted per file with the first few reasons (every file is read
+  first). A malformed line is in no list, summary or comparison; its episode number answers a
+  sentence.
 
 A bad parameter is answered with status 400 and a ``detail`` that says what is wrong.
 
@@ -122,5 +126,10 @@ def create_app(
     @app.get("/api/steps/{run}")
     def steps(run: int) -> list:
         return live.table.steps(run)
+
+    @app.get("/api/skipped")
+    def skipped() -> dict:
+        table = live.table
+        return {"episodes": table.valid(), "skipped": [s.to_dict() for s in table.skipped()]}
 
     return app

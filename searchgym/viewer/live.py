@@ -6,6 +6,8 @@ A refresh looks at each run's `stamp` (a ``stat`` per file: no file is read) and
 changed, reads that run again and builds the next table with the current one as ``previous``,
 so only new or changed files are read and the numbers of episodes already shown stay the same.
 Requests in flight keep the table they started with: a table is never changed, only replaced.
+A metrics.json, sweep.json or config.json that could be read before and cannot now is taken
+for one caught half written: the refresh keeps the table it had and says why.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import threading
 import time
 
-from searchgym.errors import SearchGymError
+from searchgym.errors import ConfigError, SearchGymError
 from searchgym.viewer.runs import reload, stamp
 from searchgym.viewer.table import EpisodeTable
 
@@ -50,6 +52,11 @@ class LiveTable:
                 reload(i, run) if new != old else run
                 for i, (run, new, old) in enumerate(zip(self.table.runs, stamps, self._stamps))
             ]
+            for run, before in zip(runs, self.table.runs):
+                had = {s.path for s in before.skipped if s.lines is None}
+                broken = [s for s in run.skipped if s.lines is None and s.path not in had]
+                if broken:
+                    raise ConfigError(f"{broken[0].path} {broken[0].reasons[0]}")
             table = EpisodeTable(runs, previous=self.table)
         except (SearchGymError, OSError) as e:  # e.g. a metrics.json caught half written
             self.problem = f"could not read the runs again: {e}"

@@ -1,5 +1,6 @@
 """Filtering, sorting and summing up episodes: pure functions over the columns of a table of
-episode summaries (numpy arrays, one entry per episode; NaN where an episode has no value).
+episode summaries (numpy arrays, one entry per episode; NaN where an episode has no value; the
+boolean column ``ok`` False on a line that is skipped as malformed, which no query keeps).
 
 `Query` is what the episodes list asks for; the browser sends it as URL parameters and the
 static export runs the same filters in JavaScript (``static/data.js``), so the names here and
@@ -94,7 +95,7 @@ class Query:
 def select(cols: Mapping[str, np.ndarray], texts: list[str], q: Query) -> np.ndarray:
     """Indices of the episodes ``q`` keeps, in its order (``index``: file order, ties in order)."""
     n = len(cols["em"])
-    keep = np.ones(n, dtype=bool)
+    keep = cols["ok"].copy()
     for name, column in (("runs", "run"), ("sources", "source"), ("hops", "hops")):
         if getattr(q, name):
             keep &= np.isin(cols[column], getattr(q, name))

@@ -12,6 +12,10 @@ A directory is searched for runs three levels down, so ``runs/`` opens every run
 run carries the env it played as its own files record it (`Run.env`, `Run.env_options`), and
 `stamp` tells cheaply (names, sizes, modification times) whether a run's files have changed
 since it was read, so a running trainer's new steps can be picked up (`reload`).
+
+A file of a run that cannot be read (metrics.json, sweep.json or config.json not a JSON object,
+lines of metrics.jsonl that are not metrics) is skipped and said so (`Run.skipped`, `Skipped`):
+the run opens without it.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.viewer.jsonl import MAX_REASONS
 
 Kind = Literal["eval", "train", "sweep", "file"]
 _STEP_FILE = re.compile(r"step-(\d+)\.jsonl")
@@ -47,6 +52,55 @@ class Source:
     """The EM interval its run's metrics.json gives for it, if any."""
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A file of a run the viewer could not read, or the malformed lines of one it skipped."""
+
+    run: int
+    """Index of its run in the viewer's list."""
+    path: Path
+    lines: int | None
+    """How many malformed lines were skipped; None: the whole file was."""
+    reasons: tuple[str, ...]
+    """Why: the file's (``is not valid JSON (…)``), or the first few lines' (``line 4: turns is
+    a number, not a list``)."""
+
+    @property
+    def message(self) -> str:
+        """One sentence for the reader.
+
+        >>> Skipped(0, Path("/nowhere/x.jsonl"), 5, ("line 4: not JSON", "line 7: turn 1 is null")).message
+        '5 malformed lines skipped in /nowhere/x.jsonl: line 4: not JSON; line 7: turn 1 is null; …'
+        """
+        if self.lines is None:
+            return f"{_shown(self.path)} skipped: it {'; '.join(self.reasons)}"
+        more = "; …" if self.lines > len(self.reasons) else ""
+        s = "" if self.lines == 1 else "s"
+        return (
+            f"{self.lines} malformed line{s} skipped in {_shown(self.path)}: {'; '.join(self.reasons)}{more}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "path": str(self.path), "lines": self.lines, "reasons": list(self.reasons),
+                "message": self.message}  # fmt: skip
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the reader named it: relative to the working directory when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class Unreadable(ConfigError):
+    """A run's file that is not what it should be; ``reason`` says why (``is not valid JSON``)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path, self.reason = path, reason
+
+
 @dataclass
 class Run:
     name: str
@@ -62,6 +116,8 @@ class Run:
     env_options: dict[str, Any] = field(default_factory=dict)
     """What the env was made with, as recorded: eval's and sweep's ``env_kwargs`` (and eval's
     ``simulator``); a training run's ``split``, ``max_turns``, ``env_kwargs`` and ``rewards``."""
+    skipped: list[Skipped] = field(default_factory=list)
+    """Its files (other than episodes) that could not be read, and lines of metrics.jsonl."""
 
 
 def discover(paths: Sequence[str | os.PathLike]) -> list[Run]:
@@ -106,7 +162,11 @@ def _walk(directory: Path, depth: int, found: list[tuple[Path, Kind]]) -> None:
         found.append((directory.resolve(), kind))
     if depth == 0:
         return
-    for child in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in _SKIP_DIRS):
+    try:
+        children = sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in _SKIP_DIRS)
+    except OSError:  # a folder that cannot be listed holds no run the viewer can open
+        return
+    for child in children:
         _walk(child, depth - 1, found)
 
 
@@ -145,34 +205,64 @@ def stamp(run: Run) -> tuple[tuple[str, int, int], ...]:
 def _stat(path: Path) -> tuple[str, int, int]:
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except OSError:
         return str(path), -1, 0
     return str(path), st.st_size, st.st_mtime_ns
 
 
 def _load(index: int, name: str, path: Path, kind: Kind) -> Run:
     run = Run(name, kind, path)
+
+    def read(file: Path) -> dict[str, Any]:  # {} where it cannot be read: said in run.skipped
+        try:
+            return _read_json(file)
+        except Unreadable as e:
+            run.skipped.append(Skipped(index, file, None, (e.reason,)))
+            return {}
+
     if kind == "file":
         run.sources = [Source(index, path.stem, path)]
         run.env, run.env_options = _env_beside(path)
     elif kind == "train":
-        run.curves = read_curves(path / "metrics.jsonl")
+        run.curves, bad = read_curves(path / "metrics.jsonl", index)
+        if bad is not None:
+            run.skipped.append(bad)
         if (path / "config.json").is_file():
-            run.env, run.env_options = _train_env(_read_json(path / "config.json"))
+            run.env, run.env_options = _train_env(read(path / "config.json"))
         steps = [(int(m.group(1)), p) for p in (path / "episodes").glob("step-*.jsonl")
                  if (m := _STEP_FILE.fullmatch(p.name))]  # fmt: skip
         run.sources = [Source(index, f"step {s}", p, step=s) for s, p in sorted(steps)]
     else:
         meta_file = path / ("sweep.json" if kind == "sweep" else "metrics.json")
-        run.metrics = _read_json(meta_file)
+        run.metrics = read(meta_file)
+        if kind == "sweep":
+            run.metrics = _sweep_report(
+                run.metrics, lambda why: run.skipped.append(Skipped(index, meta_file, None, (why,)))
+            )
         run.env, run.env_options = _eval_env(run.metrics)
         agents = run.metrics.get("agents") if isinstance(run.metrics.get("agents"), dict) else {}
         by_file = {_file_name(a): a for a in agents}
         for p in sorted(path.glob("*.jsonl")):
             label = by_file.get(p.stem, p.stem)
-            stats = agents.get(label, {})
-            run.sources.append(Source(index, label, p, interval=_interval(stats.get("all", stats))))
+            stats = agents.get(label)
+            stats = stats.get("all", stats) if isinstance(stats, dict) else None
+            run.sources.append(Source(index, label, p, interval=_interval(stats)))
     return run
+
+
+def _sweep_report(report: dict[str, Any], skip: Callable[[str], None]) -> dict[str, Any]:
+    """A sweep.json as the sweep page reads it: ``agents`` an object of objects, ``weights`` a
+    list of objects; a key that is not is left out, and ``skip`` told why."""
+    shapes = {"agents": (dict, "an object of objects"), "weights": (list, "a list of objects")}
+    for key, (kind, wanted) in shapes.items():
+        value = report.get(key)
+        if value is None:
+            continue
+        items = value.values() if isinstance(value, dict) else value
+        if not isinstance(value, kind) or not all(isinstance(item, dict) for item in items):
+            skip(f"has {key} that are not {wanted}; the sweep page leaves them out")
+            report = {k: v for k, v in report.items() if k != key}
+    return report
 
 
 def _eval_env(report: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -242,34 +332,71 @@ def _interval(stats: Any) -> tuple[float, float] | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in the file ``path``, or `Unreadable` saying why it is not one."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes())
+    except OSError as e:
+        raise Unreadable(path, f"cannot be read ({e.strerror or e})") from None
+    except RecursionError:
+        raise Unreadable(path, "is nested too deeply to be read") from None
     except ValueError as e:
-        raise ConfigError(f"{path} is not valid JSON ({e}); was it written completely?") from None
+        raise Unreadable(path, f"is not valid JSON ({e}); was it written completely?") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} should hold a JSON object")
+        raise Unreadable(path, "should hold a JSON object")
     return data
 
 
-def read_curves(path: Path) -> list[dict[str, float | None]]:
-    """The rows of a training run's metrics.jsonl (``{"step": int, "ns/name": value}``), each
-    non-finite value as None; a missing file gives no rows, a last line cut short is skipped."""
+def read_curves(path: Path, run: int = 0) -> tuple[list[dict[str, float | None]], Skipped | None]:
+    r"""The rows of a training run's metrics.jsonl (``{"step": int, "ns/name": value}``), each
+    non-finite value as None; a missing file gives no rows, a last line cut short is skipped.
+    Second, the lines that are not such a row (or the file, if it cannot be read), or None.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+    >>> _ = path.write_text('{"step": 1, "loss/kl": 0.5}\n[2]\n{"step": 3, "loss/kl": Infinity}\n{"st')
+    >>> rows, skipped = read_curves(path)
+    >>> rows
+    [{'step': 1, 'loss/kl': 0.5}, {'step': 3, 'loss/kl': None}]
+    >>> skipped.lines, skipped.reasons
+    (1, ('line 2: not an object with an integer step',))
+    """
     if not path.is_file():
-        return []
-    rows = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for lineno, line in enumerate(lines, 1):
+        return [], None
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as e:
+        return [], Skipped(run, path, None, (f"cannot be read ({e.strerror or e})",))
+    rows, bad, reasons = [], 0, []
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except ValueError:
-            if lineno == len(lines):
+            reason = _not_metrics(row)
+        except (ValueError, RecursionError) as e:
+            if i == last:  # a line still being written
                 break
-            raise ConfigError(f"{path}:{lineno}: not a JSON line; is it a searchgym metrics.jsonl?") from None
-        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            reason = f"not JSON ({e})" if isinstance(e, ValueError) else "nested too deeply"
+        if reason is None:
             rows.append({k: _finite(v) for k, v in row.items()})
-    return rows
+            continue
+        bad += 1
+        if len(reasons) < MAX_REASONS:
+            reasons.append(f"line {i + 1}: {reason}")
+    return rows, (Skipped(run, path, bad, tuple(reasons)) if bad else None)
+
+
+def _not_metrics(row: Any) -> str | None:
+    """Why ``row`` is not a line of metrics.jsonl (an integer step, and numbers or nulls), or None."""
+    if not isinstance(row, dict) or type(row.get("step")) is not int:
+        return "not an object with an integer step"
+    for key, value in row.items():
+        if value is not None and type(value) not in (int, float):
+            return f"{key} is not a number"
+        if type(value) is int and value.bit_length() > 1023:
+            return f"{key} is a number too large to plot"
+    return None
 
 
 def _finite(value: Any) -> Any:

@@ -1,8 +1,11 @@
 """All the episodes the viewer shows: one table over every source of every run.
 
 Opening indexes the byte offsets of each file's lines (`LineIndex`) and nothing more. The
-summaries the list filters and sorts on are read on first use, once, in one pass per file
-(`summarize_line`), into numpy columns; a full episode is parsed only when a page shows it.
+summaries the list filters and sorts on are read on first use, once, in one pass per file that
+checks every line (`LineIndex.summaries`), into numpy columns; an episode is read again only
+when a page shows it. Episodes are numbered by line, so a malformed line keeps its number but
+is in no list, summary or comparison; the table says what it skipped (`skipped`), and a file
+that cannot be read at all opens with no episodes.
 
 A table is not changed once built: the table of runs read again (new training steps) is a new
 one, built with the old (``previous``), which lends it every file that has not changed, read
@@ -12,6 +15,7 @@ as far as it was, and keeps their episodes' and sources' numbers: new files come
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
-from searchgym.viewer.jsonl import NUMBERS, LineIndex, summarize_line
+from searchgym.viewer.jsonl import NUMBERS, LineIndex, Malformed, Summaries, summarize
 from searchgym.viewer.query import Query, group_summaries, select
-from searchgym.viewer.runs import Run, Source, env_label
+from searchgym.viewer.runs import Run, Skipped, Source, env_label
 
 _COLUMNS = {  # column -> summary number
     "em": "em",
@@ -39,35 +43,67 @@ _COLUMNS = {  # column -> summary number
 }
 
 
+_QUICK_ROWS = 1000
+"""The first (or last) rows of the plain list are read line by line, before the summaries."""
+
+
 class SourceFile:
     """A source's file as it was when opened: its lines (`LineIndex`) and, read on first use,
-    their summaries (`LineIndex.summaries`, with a training step's number filled in)."""
+    their summaries (`LineIndex.summaries`, with a training step's number filled in). A file
+    that cannot be read has no lines and says why (`problem`)."""
 
     def __init__(self, path: Path, step: int | None) -> None:
-        st = os.stat(path)  # before reading: a change while it is read shows in the next stamp
-        self.stamp = (st.st_size, st.st_mtime_ns)
-        self.index = LineIndex(path)
         self.step = step
+        self.problem: str | None = None
+        try:
+            st = os.stat(path)  # before reading: a change while it is read shows in the next stamp
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(0, "not a regular file")
+            self.stamp = (st.st_size, st.st_mtime_ns)
+            self.index = LineIndex(path)
+        except OSError as e:
+            self.stamp = (-1, 0)
+            self.index = LineIndex.empty(path)
+            self.problem = f"cannot be read ({e.strerror or e})"
         self._lock = threading.Lock()
-        self._summaries: tuple[np.ndarray, list[dict[str, Any]]] | None = None
+        self._summaries: Summaries | None = None
 
     def unchanged(self) -> bool:
         """Whether the file still has the size and modification time it had when opened."""
         try:
             st = os.stat(self.index.path)
-        except FileNotFoundError:
+        except OSError:
             return False
         return (st.st_size, st.st_mtime_ns) == self.stamp
 
-    def summaries(self) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    def summaries(self) -> Summaries:
         with self._lock:
             if self._summaries is None:
-                numbers, briefs = self.index.summaries()
+                try:
+                    if self.problem is not None:
+                        raise OSError(self.problem)
+                    summaries = self.index.summaries()
+                except OSError as e:  # unreadable when opened, or gone since
+                    self.problem = self.problem or f"cannot be read ({e.strerror or e})"
+                    summaries = Summaries.unread(len(self.index))
                 if self.step is not None:  # rows written without "step" are the file's step
-                    step = numbers[:, NUMBERS.index("step")]
-                    step[np.isnan(step)] = self.step
-                self._summaries = numbers, briefs
+                    step = summaries.numbers[:, NUMBERS.index("step")]
+                    step[np.isnan(step) & summaries.ok] = self.step
+                self._summaries = summaries
             return self._summaries
+
+    def read(self) -> bool:
+        """Whether its summaries have been read."""
+        return self._summaries is not None
+
+    def skipped(self, run: int) -> Skipped | None:
+        """What of it was skipped (after `summaries`, its malformed lines too), or None."""
+        if self.problem is not None:
+            return Skipped(run, self.index.path, None, (self.problem,))
+        found = self._summaries
+        if found is None or not found.malformed:
+            return None
+        return Skipped(run, self.index.path, found.malformed, found.reasons)
 
 
 class EpisodeTable:
@@ -105,9 +141,18 @@ class EpisodeTable:
         return source, gid - int(self.first[source])
 
     def episode(self, gid: int) -> dict[str, Any]:
-        """Episode ``gid`` as saved, with ``id``, ``source`` and ``run`` added."""
+        """Episode ``gid`` as saved, with ``id``, ``source`` and ``run`` added; a sentence
+        (`ConfigError`) if its line is malformed or its file cannot be read."""
         source, line = self.locate(gid)
-        row = json_safe(self.indexes[source].row(line))
+        index = self.indexes[source]
+        try:
+            row = json_safe(index.row(line))
+        except Malformed as e:
+            raise ConfigError(
+                f"episode {gid} is line {index.line_number(line)} of {index.path}, which is skipped: {e}"
+            ) from None
+        except OSError as e:
+            raise ConfigError(f"episode {gid} cannot be read from {index.path} ({e.strerror or e})") from None
         return {**row, "id": gid, "source": source, "run": self.sources[source].run}
 
     @property
@@ -125,11 +170,12 @@ class EpisodeTable:
         return self._brief
 
     def _read_columns(self) -> dict[str, np.ndarray]:
-        blocks = []
+        blocks, ok = [], []
         for file in self.files:
-            numbers, briefs = file.summaries()
-            blocks.append(numbers)
-            self._brief.extend(briefs)
+            found = file.summaries()
+            blocks.append(found.numbers)
+            ok.append(found.ok)
+            self._brief.extend(found.briefs)
         table = np.concatenate(blocks) if blocks else np.zeros((0, len(NUMBERS)))
         cols = {name: table[:, NUMBERS.index(key)].copy() for name, key in _COLUMNS.items()}
         source_of = np.repeat(np.arange(len(self.sources)), np.diff(self.first))
@@ -137,6 +183,7 @@ class EpisodeTable:
         cols["run"] = np.array([s.run for s in self.sources], dtype=float)[source_of]
         cols["arm"] = np.array([self._arm_of(s) for s in range(len(self.sources))], dtype=float)[source_of]
         cols["index"] = np.arange(len(self), dtype=float)
+        cols["ok"] = np.concatenate(ok) if ok else np.zeros(0, dtype=bool)
         return cols
 
     @property
@@ -161,37 +208,53 @@ class EpisodeTable:
 
     def row(self, gid: int) -> dict[str, Any]:
         """What the list shows of episode ``gid`` (read from its line while the columns are not
-        read yet)."""
-        if self._cols is None:
-            source, line = self.locate(gid)
-            numbers, brief = summarize_line(self.indexes[source].raw(line))
-            step = self.sources[source].step
-            if step is not None:
-                numbers = tuple(step if k == "step" and np.isnan(v) else v for k, v in zip(NUMBERS, numbers))
-            values = dict(zip(NUMBERS, numbers))
-            arm = self._arm_of(source)
-            numbers_of = {name: _plain(values[key]) for name, key in _COLUMNS.items()}
-        else:
-            cols = self._cols
-            source, arm = int(cols["source"][gid]), int(cols["arm"][gid])
-            brief = self._brief[gid]
-            numbers_of = {name: _plain(cols[name][gid]) for name in _COLUMNS}
+        read yet); `Malformed` if its line is not an episode."""
+        cols = self._cols
+        if cols is None:
+            return self._line_row(gid)
+        if not cols["ok"][gid]:
+            raise Malformed(f"episode {gid} is skipped: its line is malformed")
+        source, arm = int(cols["source"][gid]), int(cols["arm"][gid])
+        numbers_of = {name: _plain(cols[name][gid]) for name in _COLUMNS}
         ids = {"id": gid, "source": source, "run": self.sources[source].run, "arm": arm}
+        return {**ids, **self._brief[gid], **numbers_of}
+
+    def _line_row(self, gid: int) -> dict[str, Any]:
+        """`row` of episode ``gid`` read from its line."""
+        source, line = self.locate(gid)
+        numbers, brief = summarize(self.indexes[source].row(line))
+        step = self.sources[source].step
+        if step is not None:
+            numbers = tuple(step if k == "step" and np.isnan(v) else v for k, v in zip(NUMBERS, numbers))
+        values = dict(zip(NUMBERS, numbers))
+        numbers_of = {name: _plain(values[key]) for name, key in _COLUMNS.items()}
+        ids = {"id": gid, "source": source, "run": self.sources[source].run, "arm": self._arm_of(source)}
         return {**ids, **brief, **numbers_of}
 
     def page(self, q: Query) -> dict[str, Any]:
         """A page of the list: how many episodes ``q`` keeps (``total``) and their ``rows`` from
-        ``q.offset``. The first pages of the unfiltered list need no summary columns."""
-        plain = q == Query(sort="index", desc=q.desc, offset=q.offset, limit=q.limit)
-        if plain and self._cols is None:
-            n = len(self)
-            gids = range(q.offset, min(q.offset + q.limit, n))
-            page = [n - 1 - g for g in gids] if q.desc else list(gids)
-            total = n
-        else:
-            rows = select(self.columns, self.texts if q.text else [], q)
-            page, total = rows[q.offset : q.offset + q.limit].tolist(), int(rows.size)
+        ``q.offset``. The first pages of the unfiltered list need no summary columns: they are
+        read line by line, and until the columns are read ``total`` counts every line."""
+        if q == Query(sort="index", desc=q.desc, offset=q.offset, limit=q.limit) and self._cols is None:
+            quick = self._quick_page(q)
+            if quick is not None:
+                return quick
+        rows = select(self.columns, self.texts if q.text else [], q)
+        page, total = rows[q.offset : q.offset + q.limit].tolist(), int(rows.size)
         return {"total": total, "offset": q.offset, "rows": [self.row(g) for g in page]}
+
+    def _quick_page(self, q: Query) -> dict[str, Any] | None:
+        """The page of the plain list ``q`` from the lines up to it, or None if one of them is
+        malformed or the page is too far in (then it waits for the columns)."""
+        n = len(self)
+        end = min(q.offset + q.limit, n)
+        if end > _QUICK_ROWS:
+            return None
+        try:
+            rows = [self._line_row(n - 1 - g if q.desc else g) for g in range(end)]
+        except (Malformed, OSError):
+            return None
+        return {"total": n, "offset": q.offset, "rows": rows[q.offset :]}
 
     def summary(self, q: Query) -> dict[str, Any]:
         """A summary row per arm (agent, or training run) over all episodes ``q`` keeps, with the
@@ -212,15 +275,17 @@ class EpisodeTable:
         """The hop counts and training steps found among all episodes, for the filters."""
         cols = self.columns
         return {
-            key: [int(v) for v in np.unique(cols[key][np.isfinite(cols[key])])] for key in ("hops", "step")
+            key: [int(v) for v in np.unique(cols[key][cols["ok"] & np.isfinite(cols[key])])]
+            for key in ("hops", "step")
         }
 
     def by_task(self, source: int) -> dict[str, int]:
         """Task id -> the first episode of it in ``source``."""
-        brief = self.briefs
+        brief, ok = self.briefs, self.columns["ok"]
         out: dict[str, int] = {}
         for gid in range(int(self.first[source]), int(self.first[source + 1])):
-            out.setdefault(brief[gid]["task_id"], gid)
+            if ok[gid]:
+                out.setdefault(brief[gid]["task_id"], gid)
         return out
 
     def compare(self, a: int, b: int) -> dict[str, Any]:
@@ -248,12 +313,24 @@ class EpisodeTable:
             trains = ", ".join(f"{i} ({r.name})" for i, r in enumerate(self.runs) if r.kind == "train")
             raise ConfigError(f"there is no training run {run}; training runs: {trains or 'none is open'}")
         cols = self.columns
-        rows = np.flatnonzero(cols["run"] == run)
+        rows = np.flatnonzero((cols["run"] == run) & cols["ok"])
         return group_summaries(cols, rows, "step")
 
+    def skipped(self) -> list[Skipped]:
+        """What could not be read, by run: files and malformed lines (every file is read first)."""
+        _ = self.columns
+        found = [s for run in self.runs for s in run.skipped]
+        found += [f.skipped(s.run) for s, f in zip(self.sources, self.files)]
+        return sorted((s for s in found if s is not None), key=lambda s: (s.run, str(s.path)))
+
+    def valid(self) -> int:
+        """How many episodes are not skipped (every file is read first)."""
+        return int(np.count_nonzero(self.columns["ok"]))
+
     def overview(self) -> dict[str, Any]:
-        """The runs, their sources and arms, and what each run's own files say (metrics, curves)."""
-        sizes = np.diff(self.first).tolist()
+        """The runs, their sources and arms, and what each run's own files say (metrics, curves).
+        A source's ``n`` counts its lines until they have been read, then its episodes."""
+        sizes = [int(np.count_nonzero(f.summaries().ok)) if f.read() else len(f.index) for f in self.files]
         runs = [
             {"name": r.name, "kind": r.kind, "path": str(r.path), "metrics": r.metrics, "curves": r.curves,
              "env": r.env, "env_options": r.env_options, "env_label": env_label(r.env, r.env_options)}

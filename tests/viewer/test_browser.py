@@ -19,7 +19,7 @@ from viewer_browser import (
     stop_chromium,
     wait_for,
 )
-from viewer_runs import INJECTION, train_metrics, write_step
+from viewer_runs import INJECTION, MALFORMED, train_metrics, write_broken_run, write_step
 
 from searchgym.agents import load_episodes
 from searchgym.viewer import ViewerServer, create_app, export_html
@@ -307,3 +307,58 @@ def test_a_running_trainers_new_steps_appear_without_a_restart(driver, train_dir
         assert "grpo-live · step 6" in driver.find_element(By.CSS_SELECTOR, ".facts").text
         assert "36 episodes" in driver.find_element(By.ID, "where").text
         assert console_errors(driver) == []
+
+
+def summary_rows(driver):
+    """Each summary row's cells (env, episodes, EM, interval, …) by its agent or run."""
+    return {
+        row.find_element(By.TAG_NAME, "th").text: [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+        for row in driver.find_elements(By.CSS_SELECTOR, "table.summary tbody tr")
+    }
+
+
+def test_malformed_lines_and_files_are_skipped_and_said_so(driver, eval_dir, tmp_path):
+    rows = [json.loads(line) for line in (eval_dir / "oracle.jsonl").read_text().splitlines()]
+    broken = write_broken_run(
+        tmp_path / "broken", rows[:3], [make(rows[0]) for make, _ in MALFORMED.values()]
+    )
+    (broken / "metrics.json").write_text('{"env": "searchgym/Fict')  # cut short
+    bad = len(MALFORMED)
+    with ViewerServer(create_app([eval_dir])) as alone:
+        show(driver, alone.url + "#/episodes", summary=True)
+        before = summary_rows(driver)
+    with ViewerServer(create_app([eval_dir, broken])) as viewer:
+        show(driver, viewer.url + "#/episodes", summary=True)
+        note = wait_for(driver, "document.querySelector('.skipped-note:not([hidden])')")
+        assert (
+            f"{bad} malformed lines skipped in " in note.text and "broken/oracle.jsonl: line 3: " in note.text
+        )
+        assert "broken/metrics.json skipped: it is not valid JSON" in note.text
+        after = summary_rows(driver)
+        assert {k: v for k, v in after.items() if k.startswith("eval-bm25")} == before
+        assert after["broken · oracle"][:2] == ["env not recorded", "3"]  # its three good episodes
+        assert "of 15 episodes" in driver.find_element(By.CSS_SELECTOR, ".pager .count").text
+        where = wait_for(driver, "document.querySelector('#where .skipped')")
+        assert where.text == f"· ⚠ {bad} malformed lines and 1 file skipped"
+        assert "15 episodes" in driver.find_element(By.ID, "where").text
+        screenshot(driver, tmp_path, "skipped")
+
+        show(driver, viewer.url + "#/episodes?runs=0", summary=True)  # the good run alone: no note
+        wait_for(driver, "document.querySelector('.skipped-note[data-skipped]')")
+        assert not driver.find_element(By.CSS_SELECTOR, ".skipped-note").is_displayed()
+        assert console_errors(driver) == []
+        text = show_problem(driver, viewer.url + f"#/episode/{12 + 2}")  # the broken run's line 3
+        assert "episode 14 is line 3 of " in text and "which is skipped: not JSON" in text
+        [asked] = console_errors(driver)  # only the server knows which lines are malformed: it says 400
+        assert "/api/episode/14 - Failed to load resource" in asked and "400" in asked
+        show(driver, viewer.url + "#/compare?a=2&b=1&show=all")  # its oracle against the good one
+        assert len(driver.find_elements(By.CSS_SELECTOR, "tr.ep-row")) == 3
+        wait_for(driver, "document.querySelector('.skipped-note:not([hidden])')")
+        assert console_errors(driver) == []
+
+    export = export_html([eval_dir, broken], tmp_path / "viewer.html")
+    show(driver, export.path.as_uri() + "#/episodes", summary=True)
+    note = wait_for(driver, "document.querySelector('.skipped-note:not([hidden])')")
+    assert f"{bad} malformed lines skipped in " in note.text
+    assert "of 15 episodes" in driver.find_element(By.CSS_SELECTOR, ".pager .count").text
+    assert console_errors(driver) == []

@@ -1,4 +1,4 @@
-"""Episodes JSONL read lazily: line offsets, one line parsed on demand, summaries without turns."""
+"""Episodes JSONL read lazily: line offsets, one line read on demand, every line checked once."""
 
 import json
 
@@ -33,13 +33,29 @@ def test_line_index_skips_blank_lines_and_a_line_still_being_written(tmp_path):
     assert len(LineIndex(path)) == 4
 
 
-def test_a_line_that_is_not_an_episode_says_so(tmp_path):
+def test_a_line_that_is_not_an_episode_says_so_with_its_number_in_the_file(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"a": 1}\nnot json\n', encoding="utf-8")
+    path.write_text('{"a": 1}\n\nnot json\n', encoding="utf-8")
     index = LineIndex(path)
-    with pytest.raises(ConfigError, match="line 1 is not an episode"):
+    with pytest.raises(ConfigError, match="no turns: not an episode"):
         index.row(0)
-    with pytest.raises(ConfigError, match="line 2 is not JSON"):
+    with pytest.raises(ConfigError, match="not JSON"):
+        index.row(1)
+    assert [index.line_number(i) for i in range(2)] == [1, 3]  # blank lines count in the file
+    not_json = "line 3: not JSON (Expecting value: line 1 column 1 (char 0))"
+    assert index.summaries().reasons == ("line 1: no turns: not an episode", not_json)
+
+
+def test_a_last_line_too_long_to_be_one_being_written_counts_as_a_line(tmp_path, monkeypatch):
+    from searchgym.viewer import jsonl
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 100)
+    path = tmp_path / "long.jsonl"
+    path.write_text('{"turns": []}\n' + "x" * 101, encoding="utf-8")
+    index = LineIndex(path)
+    assert len(index) == 2
+    assert index.summaries().reasons == ("line 2: 101 bytes long, more than the 100 bytes a line may have",)
+    with pytest.raises(ConfigError, match="101 bytes long"):
         index.row(1)
 
 

@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from viewer_runs import train_metrics, write_step
 
-from searchgym.viewer import create_app, discover, jsonl, page, runs, table
+from searchgym.viewer import create_app, discover, export, jsonl, page, runs, table
 
 BM25 = "searchgym/FictionalQA-BM25-v0"
 
 
-@pytest.mark.parametrize("module", [runs, table, page, jsonl], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [runs, table, page, jsonl, export], ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

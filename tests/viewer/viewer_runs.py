@@ -178,3 +178,71 @@ def write_sweep(out: Path, episodes_from: Path) -> Path:
     }
     (out / "sweep.json").write_text(json.dumps(report), encoding="utf-8")
     return out
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"task_id": "deep", "turns": [], "metadata": {"x": ' + b"[" * depth + b"]" * depth + b"}}"
+
+
+def _with(row: dict, **changes) -> bytes:
+    return json.dumps({**row, **changes}).encode()
+
+
+def _turn(row: dict, **changes) -> bytes:
+    """``row`` with ``changes`` made to its first turn."""
+    return _with(row, turns=[{**row["turns"][0], **changes}, *row["turns"][1:]])
+
+
+def _question(row: dict, text: bytes) -> bytes:
+    """``row`` with the question written as ``text`` (raw bytes in the JSON string)."""
+    return _with(row, question="Q?").replace(b'"Q?"', b'"' + text + b'"')
+
+
+def _digits(row: dict, n: int) -> bytes:
+    return _with(row, n_searches=1).replace(b'"n_searches": 1', b'"n_searches": ' + b"9" * n)
+
+
+MALFORMED = {  # name -> (the line made from a good episode row, what the viewer says of it)
+    "not JSON": (lambda row: b'{"task_id": "x", oops}', "not JSON (Expecting"),
+    "a JSON list": (lambda row: b"[1, 2, 3]", "a list, not a JSON object"),
+    "a JSON string": (lambda row: b'"an episode"', "a string, not a JSON object"),
+    "no turns": (lambda row: b'{"task_id": "x", "question": "Q?"}', "no turns: not an episode"),
+    "turns a number": (lambda row: _with(row, turns=5), "turns is a number, not a list"),
+    "a turn a number": (
+        lambda row: _with(row, turns=[row["turns"][0], 5]),
+        "turn 2 is a number, not an object",
+    ),
+    "an action a number": (lambda row: _turn(row, action=7), "turn 1's action is a number"),
+    "doc_ids a string": (lambda row: _turn(row, doc_ids="d1"), "turn 1's doc_ids is a string, not a list"),
+    "question an object": (lambda row: _with(row, question={"q": 1}), "question is an object, not a string"),
+    "answers a string": (lambda row: _with(row, answers="gold"), "answers is a string, not a list"),
+    "em a string": (lambda row: _with(row, em="1.0"), "em is a string, not a number"),
+    "em true": (lambda row: _with(row, em=True), "em is true or false, not a number"),
+    "hops a list": (lambda row: _with(row, metadata={"hops": [2]}), "metadata.hops is a list, not a number"),
+    "nested 40 deep": (lambda row: _nested(40), "nested deeper than 32 levels"),
+    "nested 100,000 deep": (lambda row: _nested(100_000), "nested deeper than 32 levels"),
+    "invalid UTF-8": (lambda row: _question(row, b"Q\xff?"), "not UTF-8 text (byte 0xff"),
+    "a lone surrogate": (lambda row: _question(row, b"Q\\ud800?"), "half of a UTF-16 surrogate pair"),
+    "a 5,000-digit integer": (lambda row: _digits(row, 5000), "a number of more than 4300 digits"),
+    "a 400-digit em": (lambda row: _with(row, em=int("9" * 400)), "em is a number of 400 digits, too large"),
+    "an oversized line": (
+        lambda row: _with(row, question="x" * (16 << 20)),
+        "bytes long, more than the 16 MiB a line may have",
+    ),
+}
+"""Every kind of malformed line the viewer skips and counts."""
+
+
+def write_broken_run(out: Path, good_rows: list[dict], bad_lines: list[bytes]) -> Path:
+    """An eval directory "out" whose oracle.jsonl holds ``good_rows`` with ``bad_lines`` after
+    the second of them (so the first malformed line is line 3)."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r).encode() for r in good_rows]
+    lines[2:2] = bad_lines
+    (out / "oracle.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    metrics = {
+        "env": "searchgym/FictionalQA-BM25-v0",
+        "agents": {"oracle": {"all": {"em_low": 0.1, "em_high": 0.9}}},
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    return out

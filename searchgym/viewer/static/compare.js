@@ -57,6 +57,7 @@ SG.views.compare = async function compare(params, ov) {
     return h("div", { class: "view" }, pickers, SG.card(null, h("p", { class: "muted" }, "Choose two agents or training steps.")));
   }
   const cmp = await SG.api.compare(a, b);
+  const note = SG.skippedNote([ov.sources[a].run, ov.sources[b].run]);
   const count = (k) => cmp.rows.filter((r) => r.solved === k).length;
   const show = p.show || "differ";
   const shown = cmp.rows.filter((r) => show === "all" || (show === "differ" ? r.solved === "a" || r.solved === "b" : r.solved === show));
@@ -80,7 +81,7 @@ SG.views.compare = async function compare(params, ov) {
   const row = cmp.rows.find((r) => r.task_id === p.task);
   const pair = row ? await sideBySide(row, ov)
     : p.task ? SG.error(`task=${p.task}: A and B have not both played this task; choose another B, or a task in the table below.`) : null;
-  return h("div", { class: "view" }, pickers, pair, table);
+  return h("div", { class: "view" }, pickers, note, pair, table);
 };
 
 async function sideBySide(row, ov) {

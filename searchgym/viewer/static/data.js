@@ -29,6 +29,7 @@ SG.remote = {
   episode(id) { return this.get("api/episode/" + encodeURIComponent(id)); },
   compare(a, b) { return this.get("api/compare?" + new URLSearchParams({ a, b })); },
   steps(run) { return this.get("api/steps/" + encodeURIComponent(run)); },
+  skipped() { return this.get("api/skipped"); },
 };
 
 // A seeded generator (mulberry32), so an interval is the same on every load.
@@ -169,6 +170,7 @@ SG.local = function local(data) {
       if (!data.overview.runs[run] || data.overview.runs[run].kind !== "train") throw SG.problem(`there is no training run ${run}`);
       return SG.groupSummaries(data.rows.filter((r) => r.run === Number(run)), "step");
     },
+    async skipped() { return data.skipped || { episodes: data.overview.episodes, skipped: [] }; },
   };
 };
 

@@ -55,15 +55,18 @@ SG.views.episodes = async function episodes(params, ov) {
   const hasSteps = ov.sources.some((s) => s.step !== null && (!runs || runs.includes(s.run)));
   const summary = SG.card("Summary", h("p", { class: "muted pending" }, `Summing up ${SG.fmt(page.total)} episodes…`));
   const filters = filterBar(p, { hops: [] }, ov, go, hasSteps);
-  const view = h("div", { class: "view" }, summary, filters,
+  const pagers = [pager(page, p, go), pager(page, p, go)];
+  const view = h("div", { class: "view" }, SG.skippedNote(runs), summary, filters,
     h("section", { class: "card" },
-      pager(page, p, go),
+      pagers[0],
       h("div", { class: "table-wrap" }, episodeTable(page, p, ov, go, hasSteps)),
-      page.total > Number(p.limit) ? pager(page, p, go) : null));
-  // The summary reads every episode: it fills in when ready, the page does not wait for it.
+      page.total > Number(p.limit) ? pagers[1] : null));
+  // The summary reads every episode: it fills in when ready, the page does not wait for it. Its
+  // total is the exact one (the first page, served before every line is checked, counts lines).
   SG.api.summary(p).then((s) => {
     summary.replaceWith(summaryCard(s, ov));
     filters.replaceWith(filterBar(p, s.facets, ov, go, hasSteps));
+    if (s.total !== page.total) pagers.forEach((el) => el.replaceWith(pager({ ...page, total: s.total }, p, go)));
     view.dataset.summary = "ready";
   }, (e) => summary.replaceWith(SG.error(String(e.message || e))));
   return view;

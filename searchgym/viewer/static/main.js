@@ -8,12 +8,31 @@ const PAGES = "#/episodes, #/episode/ID, #/compare, #/training, #/sweep";
 SG.POLL_MS = 5000;
 SG.drawn = 0; // the number of the latest render: an older one that ends later is dropped
 
+// The header: runs, envs and episodes (once known, without those skipped as malformed, and how
+// many lines and files were skipped), and why the last look for new steps failed, if it did.
 function showWhere(ov) {
   const envs = new Set(ov.runs.map((r) => r.env_label)).size;
   const where = document.getElementById("where");
+  const found = SG.skippedFound && SG.skippedFound.ov === ov ? SG.skippedFound : null;
   where.replaceChildren(`${ov.runs.length} run${ov.runs.length === 1 ? "" : "s"} · ${envs} env${envs === 1 ? "" : "s"} · ` +
-    `${SG.fmt(ov.episodes)} episodes` + (SG.exported ? " · exported" : ""));
+    `${SG.fmt(found ? found.episodes : ov.episodes)} episodes` + (SG.exported ? " · exported" : ""));
+  if (found && found.skipped.length) {
+    const lines = found.skipped.reduce((n, s) => n + (s.lines || 0), 0);
+    const files = found.skipped.filter((s) => s.lines === null).length;
+    const said = [lines ? `${SG.fmt(lines)} malformed line${lines === 1 ? "" : "s"}` : null,
+      files ? `${files} file${files === 1 ? "" : "s"}` : null].filter(Boolean).join(" and ");
+    where.appendChild(SG.h("span", { class: "skipped", title: found.skipped.map((s) => s.message).join("\n") },
+      ` · ⚠ ${said} skipped`));
+  }
   if (SG.trouble) where.appendChild(SG.h("span", { class: "trouble", title: SG.trouble }, " · ⚠ " + SG.trouble));
+}
+
+// Ask what was skipped (once per overview) and put it in the header when known.
+function askSkipped(ov) {
+  SG.skippedNow().then((found) => {
+    SG.skippedFound = { ...found, ov };
+    if (SG.ov === ov) showWhere(ov);
+  }, () => {});
 }
 
 SG.render = async function render(opts = {}) {
@@ -24,6 +43,7 @@ SG.render = async function render(opts = {}) {
   try {
     const ov = SG.ov || (await SG.api.overview());
     if (drawn !== SG.drawn) return;
+    if (SG.ov !== ov) askSkipped(ov);
     SG.ov = ov;
     const tabs = [["episodes", "Episodes"], ["compare", "Compare"]];
     if (ov.runs.some((r) => r.kind === "train")) tabs.push(["training", "Training"]);
@@ -42,7 +62,9 @@ SG.render = async function render(opts = {}) {
       // A link to an episode or step newer than this page's overview: read it again, once.
       const newer = e.readable && !SG.exported && (await SG.api.version().then((v) => v.version !== ov.version, () => false));
       if (!newer) throw e;
+      SG.skippedAsk = null;
       SG.ov = await SG.api.overview();
+      askSkipped(SG.ov);
       showWhere(SG.ov);
       el = await SG.views[name](params, SG.ov, arg);
     }
@@ -77,6 +99,7 @@ SG.checkForUpdates = async function checkForUpdates() {
   const busy = document.activeElement && document.activeElement.closest("#app input, #app select");
   if (answer.version !== SG.ov.version && !busy) {
     SG.ov = null;
+    SG.skippedAsk = null;
     await SG.render({ keepScroll: true });
   } else {
     showWhere(SG.ov);

@@ -37,7 +37,7 @@ SG.views.training = async function training(params, ov) {
   const others = keys.filter((k) => !used.has(k)).map((k) => SG.lineChart(k, [seriesOf(curves, k)], { width: 320, height: 170 }));
   const steps = await SG.api.steps(run);
   const picker = SG.select(runs.map(([, r]) => [r.name, r.name]), ov.runs[run].name, (v) => { location.hash = SG.link("training", { run: v }); }, { name: "run" });
-  return h("div", { class: "view" },
+  return h("div", { class: "view" }, SG.skippedNote([run]),
     h("section", { class: "card filters" }, h("label", {}, "Training run ", picker),
       h("span", { class: "env" }, " env: ", SG.envLabel(ov, run)), h("span", { class: "muted" }, " · " + ov.runs[run].path)),
     SG.card("Training curves", curves.length ? h("div", { class: "chart-grid" }, charts) : h("p", { class: "muted" }, "This run has no metrics.jsonl yet.")),

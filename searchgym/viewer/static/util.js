@@ -90,6 +90,31 @@ SG.error = function error(message) {
   return SG.h("div", { class: "error-box", role: "alert" }, message);
 };
 
+// What the server skipped (files it cannot read, malformed lines): {episodes, skipped: [...]},
+// asked once per overview (it reads every file first) and shared by the views.
+SG.skippedNow = function skippedNow() {
+  if (!SG.skippedAsk) SG.skippedAsk = SG.api.skipped();
+  return SG.skippedAsk;
+};
+
+// A note, filled in when known, naming what was skipped of the given runs (all: null).
+SG.skippedNote = function skippedNote(runs) {
+  const h = SG.h;
+  const note = h("section", { class: "skipped-note", hidden: true });
+  SG.skippedNow().then((found) => {
+    const mine = found.skipped.filter((s) => !runs || s.run === null || runs.includes(s.run));
+    note.dataset.skipped = String(mine.length);
+    if (!mine.length) return;
+    note.replaceChildren(h("b", {}, "⚠ Skipped, so not shown or counted:"), h("ul", {}, mine.map((s) => h("li", {}, s.message))));
+    note.hidden = false;
+  }, (e) => {
+    note.replaceChildren(SG.error(`What was skipped is not known: ${e.message || e}`));
+    note.hidden = false;
+    note.dataset.skipped = "error";
+  });
+  return note;
+};
+
 // An error whose message is for the reader (a bad link, an unknown run): shown as it is.
 SG.problem = function problem(message) {
   const e = new Error(message);
