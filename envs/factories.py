@@ -238,16 +238,11 @@ def mini_wiki(
     searched over those paragraphs with ``backend`` (as in `fictional_qa`). The corpus is read from
     ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
     check_options(options)
-    tasks = load_miniwiki(split, data_dir=data_dir)
+    corpus = file_corpus(miniwiki_path(data_dir), "miniwiki")
     retriever = make_retriever(
-        backend,
-        file_corpus(miniwiki_path(data_dir), "miniwiki"),
-        encoder=encoder,
-        reranker=reranker,
-        cache_dir=cache_dir,
-        show_progress=show_progress,
+        backend, corpus, encoder=encoder, reranker=reranker, cache_dir=cache_dir, show_progress=show_progress
     )
-    return search_env(tasks, retriever, **options)
+    return search_env(load_miniwiki(split, data_dir=data_dir), retriever, **options)
 
 
 def fanout_qa(
@@ -265,16 +260,11 @@ def fanout_qa(
     (`load_fanoutqa`, needs the ``fanoutqa`` extra), searched over the whole mini-wiki corpus as
     in `mini_wiki`."""
     check_options(options)
-    tasks = load_fanoutqa(split, data_dir=data_dir)
+    corpus = file_corpus(miniwiki_path(data_dir), "miniwiki")
     retriever = make_retriever(
-        backend,
-        file_corpus(miniwiki_path(data_dir), "miniwiki"),
-        encoder=encoder,
-        reranker=reranker,
-        cache_dir=cache_dir,
-        show_progress=show_progress,
+        backend, corpus, encoder=encoder, reranker=reranker, cache_dir=cache_dir, show_progress=show_progress
     )
-    return search_env(tasks, retriever, **options)
+    return search_env(load_fanoutqa(split, data_dir=data_dir), retriever, **options)
 
 
 @functools.lru_cache(maxsize=2)

@@ -39,21 +39,19 @@ of China?") fall in one split, and the two never share a question.
 from __future__ import annotations
 
 import collections
-import difflib
 import functools
 import hashlib
 import os
 import re
-import shlex
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from searchgym.errors import ConfigError, DataNotFoundError, import_optional
+from searchgym.errors import ConfigError, import_optional
 from searchgym.tasks.metrics import normalize_answer
-from searchgym.tasks.miniwiki import _read_rows, miniwiki_path
+from searchgym.tasks.miniwiki import _read_rows, checked_corpus
 from searchgym.tasks.task import Task, TaskSet
 
 SPLITS = ("train", "dev")
@@ -207,16 +205,7 @@ def load_fanoutqa(split: str = "dev", data_dir: str | os.PathLike[str] | None = 
     Without the ``fanoutqa`` package this is a `DependencyNotInstalled` naming the extra; a
     missing corpus is a `DataNotFoundError` giving the command that fetches it.
     """
-    if split not in SPLITS:
-        close = difflib.get_close_matches(str(split), SPLITS, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError(f"unknown split {split!r}; {hint}choose one of {', '.join(SPLITS)}")
-    path = miniwiki_path(data_dir)
-    if not path.is_file():
-        raise DataNotFoundError(
-            f"{path} does not exist; create it with: python data_scripts/fetch_miniwiki.py "
-            f"--out {shlex.quote(str(path))}"
-        )
+    path = checked_corpus(split, SPLITS, data_dir)
     stat = path.stat()
     tasks = _tasks(str(path.resolve()), stat.st_mtime_ns, stat.st_size)[split]
     if not tasks:

@@ -222,21 +222,29 @@ def _questions(path: str, mtime_ns: int, size: int) -> dict[str, tuple[Task, ...
     return {split: tuple(tasks) for split, tasks in by_split.items()}
 
 
-def load_miniwiki(split: str = "dev", data_dir: str | os.PathLike[str] | None = None) -> TaskSet:
-    """The mini-Wikipedia questions of ``split`` ("train", "dev" or "test"), in corpus order.
-
-    A missing corpus is a `DataNotFoundError` giving the command that fetches it.
-    """
-    if split not in SPLITS:
-        close = difflib.get_close_matches(str(split), SPLITS, n=1)
+def checked_corpus(split: str, splits: Sequence[str], data_dir: str | os.PathLike[str] | None) -> Path:
+    """The mini-wiki corpus file under ``data_dir`` (see `miniwiki_path`) for a task set whose
+    splits are ``splits``: a `ConfigError` for another split, a `DataNotFoundError` giving the
+    command that fetches a missing corpus."""
+    if split not in splits:
+        close = difflib.get_close_matches(str(split), splits, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError(f"unknown split {split!r}; {hint}choose one of {', '.join(SPLITS)}")
+        raise ConfigError(f"unknown split {split!r}; {hint}choose one of {', '.join(splits)}")
     path = miniwiki_path(data_dir)
     if not path.is_file():
         raise DataNotFoundError(
             f"{path} does not exist; create it with: python data_scripts/fetch_miniwiki.py "
             f"--out {shlex.quote(str(path))}"
         )
+    return path
+
+
+def load_miniwiki(split: str = "dev", data_dir: str | os.PathLike[str] | None = None) -> TaskSet:
+    """The mini-Wikipedia questions of ``split`` ("train", "dev" or "test"), in corpus order.
+
+    A missing corpus is a `DataNotFoundError` giving the command that fetches it.
+    """
+    path = checked_corpus(split, SPLITS, data_dir)
     stat = path.stat()
     tasks = _questions(str(path.resolve()), stat.st_mtime_ns, stat.st_size)[split]
     if not tasks:
