@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+from test_server_limits import Slow  # a retriever that takes 50 ms a batch and counts its calls
 
 from searchgym.retrievers import BM25, Doc
 from searchgym.retrievers.server import Limits, ServerThread, create_app
@@ -100,21 +101,6 @@ def test_a_client_that_hangs_up_mid_body_is_one_log_line(server):
     assert record.getMessage().startswith("127.0.0.1:") and "hung up while sending the body of /search" in (
         record.getMessage()
     )
-
-
-class Slow:
-    """A retriever that takes 50 ms a batch and counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def batch_search(self, queries, k=3):
-        self.calls += 1
-        time.sleep(0.05)
-        return [[Doc(q, "", "", 1.0)] for q in queries]
-
-    def doc(self, doc_id):
-        return None
 
 
 def test_the_queries_of_a_client_that_hung_up_leave_the_line(caplog):
