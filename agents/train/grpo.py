@@ -76,7 +76,7 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
                 f"{run_dir} already finished at step {cfg.steps} (its checkpoint and summary.json are "
                 "there): nothing to resume, nothing changed; raise steps to train further"
             )
-        return finished | {"resumed_from": cfg.steps, "is_main_process": main}
+        return finished | {"resumed_from": cfg.steps, "is_main_process": main, "already_finished": True}
 
     def evaluate(when: str) -> dict[str, Any]:
         metrics = episodes.evaluate(cfg, rollout_policy, accelerator)

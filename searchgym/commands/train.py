@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
                 f"gain of GRPO: EM {d['em_diff']:+.3f} [{d['em_diff_low']:+.3f}, {d['em_diff_high']:+.3f}] "
                 "(paired 95% bootstrap interval over the same dev tasks)"
             )
+        if summary.get("already_finished"):
+            return 0  # train said so and changed nothing, nor do its plots
         plots = plot_training_curves(read_metrics(cfg.run_dir), Path(cfg.run_dir) / "plots")
         print(
             f"{cfg.steps} steps in {summary['wall_s']:.0f} s; metrics, checkpoints and {len(plots)} "

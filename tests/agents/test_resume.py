@@ -1,14 +1,17 @@
 """`train(cfg)` with ``resume``: from the newest intact checkpoint, and not at all once finished."""
 
+import dataclasses
 import logging
 
 import pytest
 import torch
+import yaml
 from train_config import tiny_config, weights
 
 from searchgym.agents.train import grpo
 from searchgym.agents.train.grpo import train
 from searchgym.agents.train.metrics_log import read_metrics
+from searchgym.cli import main
 from searchgym.errors import ConfigError
 
 
@@ -63,3 +66,13 @@ def test_resuming_a_finished_run_changes_nothing(tiny_llama_dir, tmp_path, monke
     assert resumed["resumed_from"] == 1 and resumed["eval_after"] == summary["eval_after"]
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock") == files
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before  # metrics.jsonl too
+    capsys.readouterr()
+
+    # the same from the command line: no plots redrawn, no timing printed
+    config = tmp_path.parent / f"{tmp_path.name}.yaml"
+    config.write_text(yaml.safe_dump(dataclasses.asdict(tiny_config(tiny_llama_dir, tmp_path, steps=1))))
+    assert main(["train", "--config", str(config), "--resume", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "already finished at step 1" in out and "steps in" not in out
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock") == files
