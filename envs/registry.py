@@ -90,7 +90,7 @@ def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **k
     """A user's factory, called with the keyword arguments it takes (a clear error for the others),
     under a `TurnLimit` of ``max_turns`` unless it takes ``max_turns`` itself."""
     from searchgym.envs.wrappers import TurnLimit
-    from searchgym.registry import load_entry_point, takes
+    from searchgym.registry import load_entry_point, takes, user_code
 
     factory = load_entry_point(entry_point) if isinstance(entry_point, str) else entry_point
     unknown = sorted(k for k in kwargs if not takes(factory, k))
@@ -100,11 +100,12 @@ def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **k
             f"{'it' if len(unknown) == 1 else 'them'} to its parameters (searchgym train passes split, "
             "max_turns and rewards; searchgym eval passes the -E options)"
         )
-    if takes(factory, "max_turns"):
-        return factory(max_turns=max_turns, **kwargs)
-    if max_turns < 1:
-        raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
-    return TurnLimit(factory(**kwargs), max_turns)
+    with user_code(f"the env factory {getattr(factory, '__name__', factory)!r}"):
+        if takes(factory, "max_turns"):
+            return factory(max_turns=max_turns, **kwargs)
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
+        return TurnLimit(factory(**kwargs), max_turns)
 
 
 def make(id: str, **kwargs: Any) -> gym.Env:

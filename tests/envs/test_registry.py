@@ -134,3 +134,19 @@ def test_env_kwargs_are_validated():
         "searchgym/FictionalQA-BM25-v0", rewards={"per_search": 0.1}, protocol="tool_calls", **SMALL_WORLD
     )
     assert env.unwrapped.rewards.per_search == 0.1 and env.unwrapped.protocol.name == "tool_calls"
+
+
+def broken_factory(**kwargs):
+    raise FileNotFoundError("no corpus in ./data")
+
+
+def test_a_user_factory_that_raises_is_a_config_error_naming_it():
+    """One line on the command line (`searchgym --debug` shows the traceback), not a traceback."""
+    searchgym.register("test/Broken-v0", entry_point=f"{__name__}:broken_factory")
+    try:
+        with pytest.raises(
+            ConfigError, match="env factory 'broken_factory' raised FileNotFoundError: no corpus"
+        ):
+            searchgym.make("test/Broken-v0")
+    finally:
+        del gym.registry["test/Broken-v0"]
