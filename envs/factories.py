@@ -238,11 +238,14 @@ def mini_wiki(
     searched over those paragraphs with ``backend`` (as in `fictional_qa`). The corpus is read from
     ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
     check_options(options)
+    tasks = load_miniwiki(
+        split, data_dir=data_dir
+    )  # first: a missing corpus names the script that fetches it
     corpus = file_corpus(miniwiki_path(data_dir), "miniwiki")
     retriever = make_retriever(
         backend, corpus, encoder=encoder, reranker=reranker, cache_dir=cache_dir, show_progress=show_progress
     )
-    return search_env(load_miniwiki(split, data_dir=data_dir), retriever, **options)
+    return search_env(tasks, retriever, **options)
 
 
 def fanout_qa(
@@ -260,11 +263,14 @@ def fanout_qa(
     (`load_fanoutqa`, needs the ``fanoutqa`` extra), searched over the whole mini-wiki corpus as
     in `mini_wiki`."""
     check_options(options)
+    tasks = load_fanoutqa(
+        split, data_dir=data_dir
+    )  # first: a missing corpus names the script that fetches it
     corpus = file_corpus(miniwiki_path(data_dir), "miniwiki")
     retriever = make_retriever(
         backend, corpus, encoder=encoder, reranker=reranker, cache_dir=cache_dir, show_progress=show_progress
     )
-    return search_env(load_fanoutqa(split, data_dir=data_dir), retriever, **options)
+    return search_env(tasks, retriever, **options)
 
 
 @functools.lru_cache(maxsize=2)

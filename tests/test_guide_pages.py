@@ -70,7 +70,8 @@ def test_the_train_commands_run_shortened(tmp_path, tiny_llama_dir):
     assert block.count("train --config") == 5
     out = bash(block.replace("train --config", f"train {short} --config"), tmp_path).stdout
     runs = [line.rsplit(" in ", 1)[1] for line in out.splitlines() if line.startswith("1 steps in")]
-    assert runs == ["runs/quickstart", "runs/cost", "runs/quickstart", "runs/quickstart", "runs/my"]
+    assert runs == ["runs/quickstart", "runs/cost", "runs/quickstart", "runs/my"]
+    assert "runs/quickstart already finished at step 1" in out  # --resume of a finished run: nothing to do
     for run in ("quickstart", "cost", "my"):
         assert (tmp_path / "runs" / run / "checkpoints" / "step-000001" / "model.safetensors").is_file()
     assert {"reward.png", "loss.png"} <= {

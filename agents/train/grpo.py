@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -145,9 +146,10 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
             rollout_policy, envs, train_tasks, step, cfg, accelerator, status=bar.set_postfix_str
         )
         if played.get("rollout/short_groups") and main:
-            tqdm.write(
-                short_step_note(step + 1, played, cfg, episodes.per_process(cfg.tasks_per_step, accelerator))
+            note = short_step_note(
+                step + 1, played, cfg, episodes.per_process(cfg.tasks_per_step, accelerator)
             )
+            tqdm.write(note, file=sys.stderr)  # a diagnostic: stdout holds the results
         scored = time.perf_counter()
         samples, metrics = score_groups(groups, cfg, model, tokenizer, protocol, cached_kv)
         episodes.drop_caches(rollout_policy)  # the update changes the weights they belong to
