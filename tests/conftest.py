@@ -107,3 +107,36 @@ def make_tiny_llama_dir(directory: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     return make_tiny_llama_dir(tmp_path_factory.mktemp("tiny-llama"))
+
+
+class ScriptedSimulatorPolicy:
+    """A policy backend that only writes search results: the gold answer the prompt shows."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def chat(self, conversations, params):
+        from searchgym.generation import Completion
+
+        prompts = [conv[-1]["content"] for conv in conversations]
+        self.prompts += prompts
+        answers = [p.split("The correct answer is: ", 1)[1].split("\n", 1)[0] for p in prompts]
+        return [Completion(text=f"Doc 1 (Title: Sim): It is {a}.") for a in answers]
+
+    def generate(self, prompts, params):
+        raise NotImplementedError("the scripted simulator only chats")
+
+
+@pytest.fixture
+def scripted_backend(monkeypatch):
+    """``scripted:NAME`` names a `ScriptedSimulatorPolicy` (one per process, as real backends)."""
+    from searchgym.agents import registry
+    from searchgym.registry import POLICIES, Spec
+
+    policy = ScriptedSimulatorPolicy()
+    monkeypatch.setitem(POLICIES._specs, "scripted", Spec("scripted", lambda model, seed: policy))
+    registry.load_policy.cache_clear()
+    yield policy
+    registry.load_policy.cache_clear()

@@ -105,41 +105,6 @@ def test_dense_options_need_kind_dense(capsys, tmp_path, tiny_corpus_path):
     assert "--index only apply to --kind dense" in capsys.readouterr().err
 
 
-class ScriptedSimulatorPolicy:
-    """A policy backend that only writes search results: the gold answer the prompt shows."""
-
-    name = "scripted"
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-
-    def chat(self, conversations, params):
-        from searchgym.generation import Completion
-
-        prompts = [conv[-1]["content"] for conv in conversations]
-        self.prompts += prompts
-        answers = [p.split("The correct answer is: ", 1)[1].split("\n", 1)[0] for p in prompts]
-        return [Completion(text=f"Doc 1 (Title: Sim): It is {a}.") for a in answers]
-
-    def generate(self, prompts, params):
-        raise NotImplementedError("the scripted simulator only chats")
-
-
-@pytest.fixture
-def scripted_backend(monkeypatch):
-    from searchgym.registry import Spec
-
-    """``scripted:NAME`` names a `ScriptedSimulatorPolicy` (one per process, as real backends)."""
-    from searchgym.agents import registry
-    from searchgym.registry import POLICIES
-
-    policy = ScriptedSimulatorPolicy()
-    monkeypatch.setitem(POLICIES._specs, "scripted", Spec("scripted", lambda model, seed: policy))
-    registry.load_policy.cache_clear()
-    yield policy
-    registry.load_policy.cache_clear()
-
-
 def test_eval_with_a_simulated_search_engine(capsys, tmp_path, scripted_backend):
     argv = ["eval", "--env", "searchgym/FictionalQA-Simulated-v0", "--agent", "oracle,heuristic"]
     argv += ["--simulator", "scripted:docs", "--n", "6", "--json", "--no-progress", "--out", str(tmp_path)]

@@ -7,35 +7,11 @@ import importlib
 import threading
 import time
 
-import pytest
-
-from searchgym.agents import registry
 from searchgym.agents.rollout import episode_progress
 from searchgym.cli import main
-from searchgym.generation import Completion
-from searchgym.registry import POLICIES, Spec
 
 ROLLOUT = importlib.import_module("searchgym.agents.rollout")  # the package's `rollout` is a function
 SIMULATED = ["--env", "searchgym/FictionalQA-Simulated-v0", "-E", "n_passages=300"]
-
-
-class ScriptedSimulator:
-    """A policy backend that writes one document holding the gold answer the prompt shows."""
-
-    def chat(self, conversations, params):
-        prompts = [conv[-1]["content"] for conv in conversations]
-        answers = [p.split("The correct answer is: ", 1)[1].split("\n", 1)[0] for p in prompts]
-        return [Completion(text=f"Doc 1 (Title: Sim): It is {a}.") for a in answers]
-
-
-@pytest.fixture
-def scripted_backend(monkeypatch):
-    """``scripted:NAME`` names one `ScriptedSimulator`."""
-    simulator = ScriptedSimulator()
-    monkeypatch.setitem(POLICIES._specs, "scripted", Spec("scripted", lambda model, seed: simulator))
-    registry.load_policy.cache_clear()
-    yield simulator
-    registry.load_policy.cache_clear()
 
 
 def test_eval_shows_the_simulator_writing_under_the_episodes(capsys, tmp_path, scripted_backend):
