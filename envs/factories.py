@@ -238,13 +238,8 @@ def mini_wiki(
     searched over those paragraphs with ``backend`` (as in `fictional_qa`). The corpus is read from
     ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
     check_options(options)
-    tasks = load_miniwiki(
-        split, data_dir=data_dir
-    )  # first: a missing corpus names the script that fetches it
-    corpus = file_corpus(miniwiki_path(data_dir), "miniwiki")
-    retriever = make_retriever(
-        backend, corpus, encoder=encoder, reranker=reranker, cache_dir=cache_dir, show_progress=show_progress
-    )
+    tasks = load_miniwiki(split, data_dir=data_dir)  # first: a missing corpus names its fetch script
+    retriever = _miniwiki_retriever(backend, data_dir, encoder, reranker, cache_dir, show_progress)
     return search_env(tasks, retriever, **options)
 
 
@@ -263,14 +258,24 @@ def fanout_qa(
     (`load_fanoutqa`, needs the ``fanoutqa`` extra), searched over the whole mini-wiki corpus as
     in `mini_wiki`."""
     check_options(options)
-    tasks = load_fanoutqa(
-        split, data_dir=data_dir
-    )  # first: a missing corpus names the script that fetches it
+    tasks = load_fanoutqa(split, data_dir=data_dir)  # first: a missing corpus names its fetch script
+    retriever = _miniwiki_retriever(backend, data_dir, encoder, reranker, cache_dir, show_progress)
+    return search_env(tasks, retriever, **options)
+
+
+def _miniwiki_retriever(
+    backend: str,
+    data_dir: str | Path | None,
+    encoder: str | Path | None,
+    reranker: str | Path | None,
+    cache_dir: str | Path | None,
+    show_progress: bool | None,
+) -> Any:
+    """The ``backend`` retriever over the mini-wiki corpus under ``data_dir`` (`mini_wiki`, `fanout_qa`)."""
     corpus = file_corpus(miniwiki_path(data_dir), "miniwiki")
-    retriever = make_retriever(
+    return make_retriever(
         backend, corpus, encoder=encoder, reranker=reranker, cache_dir=cache_dir, show_progress=show_progress
     )
-    return search_env(tasks, retriever, **options)
 
 
 @functools.lru_cache(maxsize=2)
