@@ -22,6 +22,7 @@ from pathlib import Path
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 import searchgym
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 API_SRC = ROOT / "build" / "api-src"  # mkdocs.yml's mkdocstrings paths
 
 
+@event_priority(100)  # before mkdocstrings' on_config: its handler drops search paths that do not exist
 def on_config(config):
     """Link the import package's layout under `API_SRC` for mkdocstrings (see the module doc)."""
     shutil.rmtree(API_SRC, ignore_errors=True)
