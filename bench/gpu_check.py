@@ -3,7 +3,7 @@ memory per part. The real models stay home: the model is `random_llama` (2 layer
 SmolLM2's tokenizer, written to a temporary folder.
 
     python bench/gpu_check.py --device cuda     # on a GPU machine
-    python bench/gpu_check.py --device cpu      # the same code on CPU (tests/test_bench_gpu_check.py)
+    python bench/gpu_check.py --device cpu      # the same code on CPU (tests/bench/test_bench_gpu_check.py)
 
 ``--device cpu`` hides any GPU (``CUDA_VISIBLE_DEVICES=""``) before torch loads, so every
 ``torch.cuda.is_available()`` branch of the library takes its CPU side; ``--device cuda`` takes the

@@ -9,7 +9,7 @@ import pytest
 from searchgym.errors import DependencyNotInstalled
 
 # Adapters whose package cannot share the main venv (.ci/side-venvs): their doctests run in their
-# side venv's tests (tests/agents/test_verl_adapter.py, test_verifiers_env.py).
+# side venv's tests (tests/agents/integrations/test_verl_adapter.py, test_verifiers_env.py).
 SIDE_VENV_MODULES = {
     "searchgym.agents.integrations.verl": "verl",
     "searchgym.agents.integrations.verifiers_taskset": "verifiers",

@@ -1,5 +1,6 @@
 """The address guard refuses what a live fetch must never reach, before anything connects."""
 
+import socket
 import threading
 
 import pytest
@@ -181,5 +182,18 @@ def test_a_dns_lookup_that_hangs_is_a_fetch_error_after_the_dns_timeout(monkeypa
         expected = r"the name slow\.example does not resolve \(no answer from DNS within 0\.2s\)"
         with pytest.raises(FetchError, match=expected):
             AddressGuard().check("http://slow.example/")
+    finally:
+        release.set()
+
+
+def test_a_stuck_dns_lookup_times_out_on_a_daemon_thread(monkeypatch):
+    release = threading.Event()
+    monkeypatch.setattr(guard_module, "DNS_TIMEOUT", 0.2)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: release.wait(30) and [])
+    try:
+        with pytest.raises(OSError, match="no answer from DNS within 0.2s"):
+            guard_module.system_resolver("example.org", 443)
+        stuck = [t for t in threading.enumerate() if t.name == "searchgym-dns"]
+        assert stuck and all(t.daemon for t in stuck)  # the interpreter exits without waiting
     finally:
         release.set()

@@ -29,7 +29,7 @@ from searchgym.retrievers.base import SearchContext
 from searchgym.retrievers.simulated import Simulated, parse_documents, simulator_messages
 from searchgym.tasks.world import load_world
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

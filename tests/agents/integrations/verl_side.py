@@ -1,7 +1,7 @@
 """Run by test_verl_adapter.py with .venv-verl's python (verl pins transformers < 5.11): drives
 searchgym's verl adapter with verl's own code on a CPU and prints one JSON line of what it saw.
 
-    python tests/agents/verl_side.py TINY_LLAMA_DIR WORK_DIR
+    python tests/agents/integrations/verl_side.py TINY_LLAMA_DIR WORK_DIR
 
 verl's inference servers (vLLM, SGLang) need a GPU, so the server manager is the one stand-in: a
 class with the server manager's ``generate`` that either samples from the tiny random Llama with
@@ -51,7 +51,7 @@ from searchgym.agents.policies.hf import HFPolicy
 from searchgym.envs.registry import make
 from searchgym.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENV_ID = "searchgym/FictionalQA-BM25-v0"
 
 

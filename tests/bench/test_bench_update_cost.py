@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_training_fewer_blocks_trains_fewer_parameters_and_keeps_fewer_activations(tiny_llama_dir):

@@ -24,7 +24,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for openai_server
 
 from openai_server import OpenAIServer, Reply  # noqa: E402
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_copy_is_measured_and_keeping_down_projections_float_moves_the_policy_least(tiny_llama_dir):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "bench" / "gpu_check.py")
 PARTS = ("hf-policy", "cached-policy", "eval", "train", "resume", "sft-simulator", "trl-grpo")
 
