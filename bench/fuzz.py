@@ -172,10 +172,10 @@ class Offline:
 
     def kwargs(self, env_id: str) -> dict:
         """What ``searchgym.make(env_id, ...)`` needs here; raises `Skip` when a runtime is missing."""
-        from searchgym.envs import backends
+        from searchgym.registry import RETRIEVERS
 
         family, _, backend = env_id.split("/")[1].rsplit("-v", 1)[0].partition("-")
-        if family in ("FictionalQA", "MiniWiki") and backend.lower() in backends.BACKENDS:
+        if family in ("FictionalQA", "MiniWiki") and backend.lower() in RETRIEVERS:
             made: dict = {"cache_dir": self.work / "index-cache"}
             made.update({"n_passages": 300} if family == "FictionalQA" else {"split": "train"})
             if backend in ("Dense", "Hybrid"):

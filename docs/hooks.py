@@ -30,7 +30,6 @@ from searchgym.agents.train.config import GRPOConfig
 from searchgym.cli import build_parser
 from searchgym.config_types import describe, field_docs
 from searchgym.envs.factories import search_env
-from searchgym.envs.protocols import PROTOCOLS
 from searchgym.envs.registry import list_ids
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
@@ -73,7 +72,7 @@ def environments() -> str:
         "Every id `searchgym.make` (or `gymnasium.make`, once searchgym is imported) knows, with the "
         "keyword arguments it takes (`searchgym eval -E key=value`). Generated from the registry.",
         "",
-        f"Action protocols: {', '.join(f'`{p}`' for p in PROTOCOLS)} "
+        f"Action protocols: {', '.join(f'`{p}`' for p in searchgym.list_protocols())} "
         "(option `protocol`, where an id takes it). "
         "Reward weights (option `rewards`, a mapping): "
         + ", ".join(f"`{f}`" for f in RewardWeights.__dataclass_fields__)

@@ -1,6 +1,7 @@
 """Action protocols: how model text becomes a tool call and how tool output is shown back.
 
-Two protocols, both generated from the same `Tool` definitions:
+Two protocols are registered (`searchgym.registry.PROTOCOLS`; `searchgym.register_protocol` adds
+one), both generated from the same `Tool` definitions:
 
 - ``tags`` (Search-R1): ``<search> query </search>``, ``<answer> text </answer>``; results come
   back inside ``<information>…</information>``.
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from searchgym.envs.tools import ANSWER, SEARCH, Action, Invalid, Tool, ToolCall
-from searchgym.errors import ConfigError
+from searchgym.registry import PROTOCOLS
 
 MAX_ACTION_CHARS = 20_000
 DEFAULT_GOAL = "Answer the given question."
@@ -297,14 +298,14 @@ def _loads(text: str) -> object:
         return Invalid(f"a number has more than {sys.get_int_max_str_digits()} digits ({type(e).__name__})")
 
 
-PROTOCOLS: dict[str, type[ActionProtocol]] = {"tags": TagsProtocol, "tool_calls": ToolCallsProtocol}
-
-
 def make_protocol(
     name: str, tools: Sequence[Tool] = (SEARCH, ANSWER), goal: str = DEFAULT_GOAL
 ) -> ActionProtocol:
-    try:
-        cls = PROTOCOLS[name]
-    except KeyError:
-        raise ConfigError(f"unknown action protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
-    return cls(tools, goal=goal)
+    """The action protocol registered as ``name`` (`searchgym.registry.PROTOCOLS`: ``tags``,
+    ``tool_calls`` and those of `searchgym.register_protocol`), or named as ``"module:attr"``,
+    over ``tools``; an unknown name suggests the closest.
+
+    >>> make_protocol("tool_calls").format_call(ToolCall("answer", {"answer": "Paris"}))
+    '<tool_call>\\n{"name": "answer", "arguments": {"answer": "Paris"}}\\n</tool_call>'
+    """
+    return PROTOCOLS.make(name, tools, goal=goal)

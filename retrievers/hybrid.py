@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from searchgym.retrievers.base import Doc, Retriever, check_batch
+from searchgym.retrievers.encoders import DEFAULT_ENCODER, Encoder
+from searchgym.retrievers.index import Parts, build_retriever
 
 
 class Hybrid:
@@ -38,6 +41,21 @@ class Hybrid:
         if rrf_k < 0 or depth < 1:
             raise ValueError(f"rrf_k must be >= 0 and depth >= 1, got {rrf_k} and {depth}")
         self.retrievers, self.weights, self.rrf_k, self.depth = list(retrievers), weights, rrf_k, depth
+
+    @classmethod
+    def build(
+        cls,
+        docs: Iterable[Doc],
+        *,
+        encoder: Encoder | str = DEFAULT_ENCODER,
+        parts: Parts | None = None,
+        show_progress: bool = False,
+    ) -> Hybrid:
+        """The ``hybrid`` retriever kind: BM25 and dense retrieval (with ``encoder``) over ``docs``,
+        fused with equal weights. ``parts`` gives those two (see `RetrieverKind`; default: built here)."""
+        if parts is None:
+            parts = functools.partial(build_retriever, docs=list(docs), show_progress=show_progress)
+        return cls([parts("bm25"), parts("dense", encoder=encoder)])
 
     def search(self, query: str, k: int = 3) -> list[Doc]:
         return self.batch_search([query], k)[0]

@@ -1,20 +1,123 @@
-"""Build, save and open indexes of any kind."""
+"""Build retrievers of any registered kind; save and open indexes of any kind.
+
+A retriever kind (`RetrieverKind`) is registered by name in `searchgym.registry.RETRIEVERS`
+(`searchgym.register_retriever`); envs build it from documents (``backend=NAME``), and an index
+kind is also built from a corpus file into a directory (``searchgym index build --kind NAME``),
+opened from there and served.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.files import check_writable_dir, replace_atomically
 from searchgym.registry import RETRIEVERS
-from searchgym.retrievers.base import Retriever
+from searchgym.retrievers.base import Doc, Retriever
 from searchgym.retrievers.corpus import read_corpus
+
+
+class RetrieverKind(Protocol):
+    """What `searchgym.register_retriever` registers, usually a retriever class.
+
+    ``build`` makes a retriever from documents, taking the options the kind is registered with
+    and those given; it gets ``show_progress`` and ``parts`` where it names them. ``parts(KIND,
+    **options)`` is the retriever of another kind over the same documents: a kind made of others
+    (``hybrid``, ``rerank``) asks for them there, so that an env shares them with its other envs.
+
+    An *index kind* has also ``load(directory, **options)`` and retrievers that ``save(directory)``
+    (see `write_meta`), and may have ``build_streaming(corpus_file, out, **options)`` to build from a
+    corpus file straight into a directory. Envs build one with ``build_streaming`` (``dense``,
+    ``lucene``) once into their cache directory, and open it from there in later processes; they
+    build the other kinds in memory, once per process.
+    """
+
+    def build(self, docs: Iterable[Doc], **options: Any) -> Retriever: ...
+
+
+Parts = Callable[..., Retriever]
+"""``parts(kind, **options)``: the retriever of another kind over the same documents."""
+
+
+def is_index_kind(kind: Any) -> bool:
+    """Whether ``kind`` saves as an index: it loads one and its retrievers save one.
+
+    >>> from searchgym.retrievers import BM25, Hybrid
+    >>> is_index_kind(BM25), is_index_kind(Hybrid)
+    (True, False)
+    """
+    return callable(getattr(kind, "load", None)) and callable(getattr(kind, "save", None))
+
+
+def index_kinds() -> list[str]:
+    """The registered kinds that save as an index (importing each; for messages, not start-up)."""
+    found = []
+    for name in RETRIEVERS.names():
+        try:
+            kind = RETRIEVERS.resolve(name)
+        except (ConfigError, ImportError):  # a plug-in whose package is missing is no choice
+            continue
+        if is_index_kind(kind):
+            found.append(name)
+    return found
+
+
+def names_parameter(fn: Callable[..., Any], parameter: str) -> bool:
+    """Whether ``fn`` has a parameter named ``parameter`` (one ``**kwargs`` would swallow is not).
+
+    >>> names_parameter(lambda docs, show_progress=False: None, "show_progress")
+    True
+    >>> names_parameter(lambda docs, **options: None, "show_progress")
+    False
+    """
+    try:
+        found = inspect.signature(fn).parameters.get(parameter)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return found is not None and found.kind not in (found.VAR_POSITIONAL, found.VAR_KEYWORD)
+
+
+def build_retriever(
+    kind: str,
+    docs: Iterable[Doc],
+    *,
+    show_progress: bool = False,
+    parts: Parts | None = None,
+    **options: Any,
+) -> Retriever:
+    """A retriever of ``kind`` (a registered name or ``"module:attr"``) over ``docs``, built in
+    memory with the options ``kind`` is registered with and ``options``. ``parts`` gives the
+    retrievers a kind made of others asks for (default: built here the same way).
+
+    >>> from searchgym.retrievers import Doc
+    >>> bm25 = build_retriever("bm25", [Doc("a", "Paris", "capital of France")])
+    >>> [d.id for d in bm25.search("France")]
+    ['a']
+    """
+    spec = RETRIEVERS.spec(kind)  # an unknown kind suggests the closest
+    backend = spec.load()
+    if not callable(getattr(backend, "build", None)):
+        raise ConfigError(
+            f"retriever kind {kind!r} ({spec.entry_point!r}) has no build(docs, **options); "
+            "register a class that has one (see searchgym.retrievers.index.RetrieverKind)"
+        )
+    docs = list(docs)
+    extra: dict[str, Any] = {}
+    if names_parameter(backend.build, "show_progress"):
+        extra["show_progress"] = show_progress
+    if names_parameter(backend.build, "parts"):
+        extra["parts"] = parts or functools.partial(build_retriever, docs=docs, show_progress=show_progress)
+    return backend.build(docs, **extra, **{**spec.kwargs, **options})
+
 
 META_FILE = "searchgym.json"
 """Describes a saved index; its ``kind`` names, in `searchgym.registry.RETRIEVERS`, the class whose
@@ -155,7 +258,7 @@ def replace_dir(new: Path, directory: Path) -> None:
 def load_index(directory: str | os.PathLike, **kwargs) -> Retriever:
     """The retriever saved in ``directory``, whatever its kind (``searchgym.json`` says)."""
     kind = read_meta(directory).get("kind")
-    if kind not in RETRIEVERS:
+    if not isinstance(kind, str) or kind not in RETRIEVERS:
         raise DataNotFoundError(
             f"{directory} holds an index of unknown kind {kind!r}; known: {RETRIEVERS.names()} (a plug-in's "
             "kind needs its package installed, or --import of the module that registers it)"
@@ -168,12 +271,21 @@ def build_index(
 ) -> Retriever:
     """Build an index of ``kind`` from a JSONL corpus, save it to ``out`` and return it. The
     new index replaces one already in ``out`` whole (see `staged`), or not at all.
-    ``options`` go to the backend's ``build``, or to its ``build_streaming`` where it has one
-    (dense: ``encoder``, ``index``, ``batch_size``, ``shard_size``, ``keep_embeddings``)."""
-    backend = RETRIEVERS.resolve(kind)  # an unknown kind suggests the closest
+    ``options``, over those ``kind`` is registered with, go to the kind's ``build``, or to its
+    ``build_streaming`` where it has one (dense: ``encoder``, ``index``, ``batch_size``,
+    ``shard_size``, ``keep_embeddings``). A kind that does not save as an index is a `ConfigError`."""
+    spec = RETRIEVERS.spec(kind)  # an unknown kind suggests the closest
+    backend = spec.load()
+    if not is_index_kind(backend):
+        raise ConfigError(
+            f"a {kind!r} retriever cannot be saved as an index: {getattr(backend, '__name__', backend)} has "
+            "no load(directory), or its retrievers no save(directory). Build one of the index kinds "
+            f"({', '.join(index_kinds())}); envs build {kind!r} retrievers themselves (backend={kind!r})"
+        )
     check_out_dir(out)
+    options = {**spec.kwargs, **options}
     if hasattr(backend, "build_streaming"):
         return backend.build_streaming(corpus, out, show_progress=show_progress, **options)
-    built = backend.build(read_corpus(corpus), show_progress=show_progress, **options)
+    built = build_retriever(kind, read_corpus(corpus), show_progress=show_progress, **options)
     built.save(out)
     return built

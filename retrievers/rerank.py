@@ -21,15 +21,20 @@ Batched scoring is not bitwise batch-invariant: ``batch_search(qs)`` equals
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.hub import load_locally
 from searchgym.retrievers.base import Doc, Retriever, check_batch
+from searchgym.retrievers.index import Parts, build_retriever
+
+DEFAULT_RERANKER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -88,6 +93,22 @@ class Rerank:
         limits = [max_length, getattr(self.model.config, "max_position_embeddings", None) or max_length]
         limits.append(getattr(self.tokenizer, "model_max_length", None) or max_length)
         self.max_length = int(min(limits))
+
+    @classmethod
+    def build(
+        cls,
+        docs: Iterable[Doc],
+        *,
+        reranker: str = DEFAULT_RERANKER,
+        parts: Parts | None = None,
+        **options: Any,
+    ) -> Rerank:
+        """The ``rerank`` retriever kind: BM25 over ``docs`` re-scored by the cross-encoder
+        ``reranker``; ``options`` are `Rerank`'s (``depth``, ``batch_size``, …). ``parts`` gives the
+        BM25 retriever (see `RetrieverKind`; default: built here)."""
+        if parts is None:
+            parts = functools.partial(build_retriever, docs=list(docs))
+        return cls(parts("bm25"), reranker, **options)
 
     @staticmethod
     def _load(name: str):

@@ -13,13 +13,17 @@ from searchgym.envs.registry import list_ids, make, register  # noqa: E402  (reg
 from searchgym.registry import (  # noqa: E402
     list_agents,
     list_policies,
+    list_protocols,
     list_retrievers,
     list_rewards,
+    list_task_sets,
     load_plugins,
     register_agent,
     register_policy,
+    register_protocol,
     register_retriever,
     register_reward,
+    register_task_set,
 )
 
 __all__ = [
@@ -27,16 +31,20 @@ __all__ = [
     "list_agents",
     "list_ids",
     "list_policies",
+    "list_protocols",
     "list_retrievers",
     "list_rewards",
+    "list_task_sets",
     "load_environment",
     "load_plugins",
     "make",
     "register",
     "register_agent",
     "register_policy",
+    "register_protocol",
     "register_retriever",
     "register_reward",
+    "register_task_set",
 ]
 
 # verifiers loads plug-ins by module name: ``vf-eval searchgym`` (verifiers 0.4) takes the Taskset

@@ -1,5 +1,6 @@
-"""One way to register what searchgym builds by name: agents, policy backends, retriever kinds and
-reward functions (envs live in Gymnasium's registry, `searchgym.envs.registry`, in the same style).
+"""One way to register what searchgym builds by name: agents, policy backends, retriever kinds,
+action protocols, task sets and reward functions (envs live in Gymnasium's registry,
+`searchgym.envs.registry`, in the same style).
 
 Entry points are callables or lazy ``"module:attr"`` strings, so a backend's heavy imports happen
 only when it is used. Wherever a registered name is accepted, a ``"module:attr"`` string naming
@@ -205,7 +206,14 @@ POLICIES = Registry("policy backend", "searchgym.list_policies()")
 """Policy classes by backend (``hf``, ``cpu``, ``cpu-bf16``, ``vllm``, ``openai``), called as
 ``cls(model, seed=...)``."""
 RETRIEVERS = Registry("retriever kind", "searchgym.list_retrievers()")
-"""Index classes with ``build(docs, **options)``, ``save(directory)`` and ``load(directory)``."""
+"""Retriever kinds: classes with ``build(docs, **options)``, built with their registered keyword
+arguments as default options; those whose retrievers ``save(directory)`` and that ``load(directory)``
+are index kinds (`searchgym.retrievers.index.RetrieverKind`). Envs' ``backend`` names one."""
+PROTOCOLS = Registry("action protocol", "searchgym.list_protocols()")
+"""Action protocols: `ActionProtocol` classes, called as ``cls(tools, goal=...)``
+(`searchgym.envs.protocols.make_protocol`). Envs' ``protocol`` names one."""
+TASK_SETS = Registry("task set", "searchgym.list_task_sets()")
+"""Task set loaders, called as ``fn(split=..., **kwargs) -> TaskSet`` (`searchgym.tasks.load`)."""
 REWARDS = Registry("reward function", "searchgym.list_rewards()")
 """Episode reward terms: ``fn(episode) -> float`` (`searchgym.envs.rubric`)."""
 
@@ -221,9 +229,24 @@ def register_policy(name: str, entry_point: EntryPoint, **kwargs: Any) -> None:
     POLICIES.register(name, entry_point, kwargs=kwargs)
 
 
-def register_retriever(name: str, entry_point: EntryPoint) -> None:
-    """Make an index kind buildable (``searchgym index build --kind NAME``) and servable."""
-    RETRIEVERS.register(name, entry_point)
+def register_retriever(name: str, entry_point: EntryPoint, **options: Any) -> None:
+    """Make a retriever kind nameable as an env's ``backend=NAME``: ``entry_point`` is a class with
+    ``build(docs, **options)``, built with ``options`` unless given others. An index kind (its
+    retrievers ``save(directory)``, it has ``load(directory)``) is also buildable with ``searchgym
+    index build --kind NAME`` and servable (`searchgym.retrievers.index.RetrieverKind`)."""
+    RETRIEVERS.register(name, entry_point, kwargs=options)
+
+
+def register_protocol(name: str, entry_point: EntryPoint) -> None:
+    """Make an action protocol nameable as an env's ``protocol=NAME``: ``entry_point`` is an
+    `ActionProtocol` subclass (`searchgym.envs.protocols`), called as ``cls(tools, goal=...)``."""
+    PROTOCOLS.register(name, entry_point)
+
+
+def register_task_set(name: str, entry_point: EntryPoint, **kwargs: Any) -> None:
+    """Make a task set loadable as ``searchgym.tasks.load(NAME, split, **options)``: ``entry_point``
+    is called as ``fn(split=..., **kwargs, **options)`` and returns a `TaskSet`."""
+    TASK_SETS.register(name, entry_point, kwargs=kwargs)
 
 
 def register_reward(name: str, entry_point: EntryPoint) -> None:
@@ -241,6 +264,14 @@ def list_policies() -> list[str]:
 
 def list_retrievers() -> list[str]:
     return RETRIEVERS.names()
+
+
+def list_protocols() -> list[str]:
+    return PROTOCOLS.names()
+
+
+def list_task_sets() -> list[str]:
+    return TASK_SETS.names()
 
 
 def list_rewards() -> list[str]:
@@ -314,9 +345,25 @@ def _register_builtin() -> None:
     POLICIES.register("cpu-bf16", f"{policies}.cached:CachedPolicy", kwargs={"rollout_dtype": "bfloat16"})
     POLICIES.register("vllm", f"{policies}.vllm:VLLMPolicy")
     POLICIES.register("openai", f"{policies}.openai:from_environment")
-    RETRIEVERS.register("bm25", "searchgym.retrievers.bm25:BM25")
-    RETRIEVERS.register("dense", "searchgym.retrievers.dense:Dense")
-    RETRIEVERS.register("lucene", "searchgym.retrievers.lucene:Lucene")
+    retrievers = "searchgym.retrievers"
+    RETRIEVERS.register("bm25", f"{retrievers}.bm25:BM25")
+    # dense: exact search; lucene: pyserini's BM25 parameters. Written out rather than left to the
+    # classes' defaults, so that the envs' on-disk caches of these indexes are keyed by them.
+    RETRIEVERS.register("dense", f"{retrievers}.dense:Dense", kwargs={"index": "flat"})
+    RETRIEVERS.register("hybrid", f"{retrievers}.hybrid:Hybrid")
+    RETRIEVERS.register("lucene", f"{retrievers}.lucene:Lucene", kwargs={"k1": 0.9, "b": 0.4})
+    RETRIEVERS.register("rerank", f"{retrievers}.rerank:Rerank")
+    PROTOCOLS.register("tags", "searchgym.envs.protocols:TagsProtocol")
+    PROTOCOLS.register("tool_calls", "searchgym.envs.protocols:ToolCallsProtocol")
+    tasks = "searchgym.tasks"
+    TASK_SETS.register("fictional", f"{tasks}:load_fictional")
+    for hops in range(1, 5):  # the generated world's default max_hops
+        TASK_SETS.register(f"fictional-{hops}hop", f"{tasks}:load_fictional", kwargs={"hops": hops})
+    TASK_SETS.register("miniwiki", f"{tasks}.miniwiki:load_miniwiki")
+    TASK_SETS.register("fanoutqa", f"{tasks}.fanoutqa:load_fanoutqa")
+    # searchgym.tasks.datasets.BENCHMARKS, named here so that listing them imports nothing
+    for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"):
+        TASK_SETS.register(name, f"{tasks}.datasets:load_benchmark", kwargs={"name": name})
     REWARDS.register("evidence_recall", "searchgym.envs.rubric:evidence_recall")
 
 

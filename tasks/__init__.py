@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from typing import Any
 
-from searchgym.errors import ConfigError
-from searchgym.tasks.datasets import BENCHMARKS, load_benchmark
+from searchgym.registry import TASK_SETS
+from searchgym.tasks.datasets import load_benchmark
 from searchgym.tasks.metrics import (
     AnswerScores,
     cover_em,
@@ -16,34 +16,31 @@ from searchgym.tasks.metrics import (
     score_answer,
 )
 from searchgym.tasks.task import Task, TaskSet
-
-_FICTIONAL = re.compile(r"fictional(?:-(\d)hop)?")
+from searchgym.tasks.world import load_world
 
 
 def load(name: str, split: str = "dev", **kwargs: Any) -> TaskSet:
-    """Load a task set by name.
+    """Load the task set registered as ``name`` (`searchgym.registry.TASK_SETS`), or named as
+    ``"module:attr"``; an unknown name suggests the closest (``searchgym list task-sets`` lists them).
 
     ``fictional`` is the generated world (all hop counts) and ``fictional-Khop`` its K-hop
     questions (keyword arguments ``seed``, ``n_passages``); ``miniwiki`` the questions over real
-    Wikipedia lead paragraphs and the benchmark names (``nq``, ``hotpotqa``, … see
-    ``BENCHMARKS``) read local files (keyword argument ``data_dir``).
+    Wikipedia lead paragraphs, ``fanoutqa`` FanOutQA's questions over those paragraphs, and the
+    benchmark names (``nq``, ``hotpotqa``, … see `searchgym.tasks.datasets.BENCHMARKS`) read
+    local files (keyword argument ``data_dir``). `searchgym.register_task_set` adds a task set.
+
+    >>> load("fictional-2hop", n_passages=300)[0].metadata["hops"]
+    2
     """
-    m = _FICTIONAL.fullmatch(name)
-    if m:
-        from searchgym.tasks.world import load_world
+    return TASK_SETS.make(name, split=split, **kwargs)
 
-        hops = int(m.group(1)) if m.group(1) else None
-        return load_world(**kwargs).tasks(split, hops=hops)
-    if name == "miniwiki":
-        from searchgym.tasks.miniwiki import load_miniwiki
 
-        return load_miniwiki(split, **kwargs)
-    if name in BENCHMARKS:
-        return load_benchmark(name, split, **kwargs)
-    raise ConfigError(
-        f"unknown task set {name!r}; use 'fictional', 'fictional-Khop' (K = 1..4), 'miniwiki' or one of "
-        f"{', '.join(BENCHMARKS)}"
-    )
+def load_fictional(
+    split: str = "dev", *, hops: int | Sequence[int] | None = None, seed: int = 0, n_passages: int = 2000
+) -> TaskSet:
+    """The ``split`` questions of the generated world ``(seed, n_passages)``, of every hop count
+    or those in ``hops`` (the ``fictional`` and ``fictional-Khop`` task sets)."""
+    return load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
 
 
 __all__ = [
@@ -55,6 +52,7 @@ __all__ = [
     "f1",
     "load",
     "load_benchmark",
+    "load_fictional",
     "normalize_answer",
     "score_answer",
 ]

@@ -34,6 +34,9 @@ does not state (and 7 of them have a dict or list answer).
 Splits: ``train`` and ``dev``, half each by a stable hash of the titles of a task's evidence
 pages, so paraphrases about one page ("What is the capital of China?", "What is the capital city
 of China?") fall in one split, and the two never share a question.
+
+The task set is registered as ``fanoutqa``: ``searchgym.tasks.load("fanoutqa", split)`` is
+`load_fanoutqa`.
 """
 
 from __future__ import annotations

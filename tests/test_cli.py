@@ -14,6 +14,17 @@ def test_list_prints_registered_ids(capsys):
     assert "searchgym/FictionalQA-BM25-v0" in ids and "searchgym/NQ-BM25-v0" in ids
 
 
+def test_list_prints_each_registry(capsys):
+    assert main(["list", "retrievers"]) == 0
+    assert capsys.readouterr().out.split()[:5] == ["bm25", "dense", "hybrid", "lucene", "rerank"]
+    assert main(["list", "protocols"]) == 0
+    assert capsys.readouterr().out.split()[:2] == ["tags", "tool_calls"]
+    assert main(["list", "task-sets"]) == 0
+    assert {"fictional", "fictional-2hop", "miniwiki", "fanoutqa", "nq"} <= set(
+        capsys.readouterr().out.split()
+    )
+
+
 def test_eval_json_metrics_trajectories_and_plot(capsys, tmp_path):
     argv = [
         "eval",
@@ -97,6 +108,20 @@ def test_dense_index_build(capsys, tmp_path, tiny_corpus_path, tiny_encoder_dir)
     index = load_index(tmp_path / "d")
     assert isinstance(index, Dense) and len(index.search("capital of France", 3)) == 3
     assert len(list((tmp_path / "d" / "embeddings").glob("shard-*.npy"))) == 3  # 8 passages, 3 a shard
+
+
+def test_index_build_refuses_a_kind_that_saves_no_index(capsys, tmp_path, tiny_corpus_path):
+    """hybrid and rerank are env backends that combine other kinds at search time: no index of
+    theirs is written, and the message names the kinds that are."""
+    argv = ["index", "build", "--corpus", str(tiny_corpus_path), "--out", str(tmp_path / "i"), "--kind"]
+    for kind in ("hybrid", "rerank"):
+        assert main(argv + [kind]) == 2
+        err = capsys.readouterr().err
+        assert f"a {kind!r} retriever cannot be saved as an index" in err
+        assert "Build one of the index kinds (bm25, dense, lucene)" in err
+    assert main(argv + ["hybird"]) == 2
+    assert "unknown retriever kind 'hybird'. Did you mean 'hybrid'?" in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()
 
 
 def test_dense_options_need_kind_dense(capsys, tmp_path, tiny_corpus_path):

@@ -111,10 +111,14 @@ CASES: list[tuple[list[str], str]] = [
     (["serve-env", "--max-message-kb", "0"], "argument --max-message-kb: must be at least 1"),
     (["serve-env", "--port", "70000"], r"argument --port: must be from 0 to 65535"),
     (["serve-env", "nope/X-v0"], "no environment 'nope/X-v0' is registered"),
-    (["serve-env", "-E", "protocol=xml"], "unknown action protocol 'xml'; choose one of"),
+    (["serve-env", "-E", "protocol=xml"], "unknown action protocol 'xml'. Known: tags, tool_calls"),
     (
         ["index", "build", "--corpus", "{d}/good.jsonl", "--kind", "faiss", "--out", "{d}/o"],
         "unknown retriever kind .faiss.. Known: bm25",
+    ),
+    (
+        ["index", "build", "--corpus", "{d}/good.jsonl", "--kind", "rerank", "--out", "{d}/o"],
+        r"a 'rerank' retriever cannot be saved as an index.*\(bm25, dense, lucene\)",
     ),
     (["index", "build", "--out", "{d}/o"], "required: --corpus"),
     (["index"], "required: index_command"),
@@ -125,8 +129,8 @@ CASES: list[tuple[list[str], str]] = [
     (EVAL + ["--env", "searchgym/Nope-v0"], "no environment 'searchgym/Nope-v0' is registered"),
     (EVAL + ["--agent", "oracel"], "unknown agent 'oracel'. Did you mean 'oracle'"),
     (
-        EVAL + SMALL + ["-E", "protocol=xml"],
-        r"unknown action protocol 'xml'; choose one of \['tags', 'tool_calls'\]",
+        EVAL + SMALL + ["-E", "protocol=tool_call"],
+        r"unknown action protocol 'tool_call'. Did you mean 'tool_calls'\? Known: tags, tool_calls",
     ),
     (EVAL + SMALL + ["-E", "top_k=-1"], "top_k must be an integer >= 1, got -1"),
     (EVAL + SMALL + ["-E", "top_k=abc"], "top_k must be an integer >= 1, got 'abc'"),

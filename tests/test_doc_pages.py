@@ -74,6 +74,11 @@ BLOCKS = {
     ("plug-in.md", "python", 0): "test_guide_pages.py::test_a_reward_term_reads_the_episode_as_the_page_says",
     (
         "plug-in.md",
+        "python",
+        1,
+    ): "envs/test_backends.py::test_the_plug_in_pages_retriever_kind_runs_as_written",
+    (
+        "plug-in.md",
         "toml",
         0,
     ): "test_guide_pages.py::test_the_plugin_entry_point_names_the_group_searchgym_loads",

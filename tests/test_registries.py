@@ -50,7 +50,8 @@ def test_a_registered_agent_gets_the_seed_and_is_checked():
 
 
 def test_every_builtin_entry_resolves():
-    for registry in (searchgym.registry.AGENTS, searchgym.registry.RETRIEVERS, searchgym.registry.REWARDS):
+    registries = ("AGENTS", "RETRIEVERS", "PROTOCOLS", "TASK_SETS", "REWARDS")
+    for registry in (getattr(searchgym.registry, name) for name in registries):
         for name in registry.names():
             assert callable(registry.resolve(name)), name
     assert {"hf", "cpu", "cpu-bf16", "vllm", "openai"} <= set(searchgym.list_policies())

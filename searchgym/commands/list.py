@@ -1,17 +1,18 @@
-"""``searchgym list``: what is registered (envs by default; agents, policies, retrievers, rewards),
-or the keys of ``searchgym train``'s config (``config``)."""
+"""``searchgym list``: what is registered (envs by default; agents, policies, retrievers, protocols,
+task sets, rewards), or the keys of ``searchgym train``'s config (``config``)."""
 
 from __future__ import annotations
 
 import argparse
 
-WHAT = ("envs", "agents", "policies", "retrievers", "rewards", "config")
+WHAT = ("envs", "agents", "policies", "retrievers", "protocols", "task-sets", "rewards", "config")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "list",
-        help="list registered env ids, agents, policies, retrievers or rewards, or train's config keys",
+        help="list registered env ids, agents, policies, retriever kinds, action protocols, task sets or "
+        "rewards, or train's config keys",
     )
     p.add_argument("what", nargs="?", choices=WHAT, default="envs", help="what to list (default envs)")
     p.add_argument("--all", action="store_true", help="envs: include other namespaces than searchgym/")
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
         names = list_ids(None if args.all else "searchgym")
     else:
-        names = getattr(searchgym, f"list_{args.what}")()
+        names = getattr(searchgym, f"list_{args.what.replace('-', '_')}")()
     print("\n".join(names))
     return 0
 

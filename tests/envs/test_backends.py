@@ -6,23 +6,31 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import shlex
 import shutil
+import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from doc_blocks import DOCS, doc_block
 from gymnasium.utils.env_checker import check_env
 
 import searchgym
 from searchgym.agents import OracleAgent, run_episodes, summarize
+from searchgym.cli import main
 from searchgym.envs import SearchEnv, backends
 from searchgym.envs.planner_env import PlannerEnv
 from searchgym.envs.registry import RETRIEVAL_BACKENDS
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError, DataNotFoundError, RetrieverError
 from searchgym.generation import Completion
-from searchgym.retrievers import BM25, Dense, Doc, Encoder, Hybrid
+from searchgym.registry import RETRIEVERS
+from searchgym.retrievers import BM25, Dense, Doc, Encoder, Hybrid, read_corpus, write_corpus
 from searchgym.retrievers.base import clean_text
+from searchgym.retrievers.index import load_index, read_meta, staged, write_meta
 from searchgym.tasks import Task
 from searchgym.tasks.miniwiki import miniwiki_path
 
@@ -97,10 +105,12 @@ def env_kwargs(request, family: str, backend: str, cache_dir: Path) -> dict:
 
 
 def test_every_backend_is_registered_for_both_corpora():
+    """Each built-in retriever kind has its ids, and the kind `searchgym index build` knows by
+    that name is the env's backend: one registry."""
     ids = set(searchgym.list_ids())
     for family in FAMILIES:
         assert {f"searchgym/{family}-{name}-v0" for name, _ in RETRIEVAL_BACKENDS} <= ids
-    assert [backend for _, backend in RETRIEVAL_BACKENDS] == list(backends.BACKENDS)
+    assert [backend for _, backend in RETRIEVAL_BACKENDS] == searchgym.list_retrievers()[:5]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -250,15 +260,113 @@ def test_default_cache_dir_follows_xdg(tiny_encoder_dir, tmp_path):
         ("FictionalQA-Dense-v0", {"reranker": "x"}, "reranker= applies to the rerank backend, not 'dense'"),
         (
             "FictionalQA-BM25-v0",
-            {"backend": "splade"},
-            "unknown retrieval backend 'splade'; choose one of bm25",
+            {"backend": "hybird"},
+            r"unknown retriever kind 'hybird'. Did you mean 'hybrid'\? Known: bm25, dense, hybrid, lucene, "
+            r"rerank \(searchgym.list_retrievers\(\)\)",
         ),
+        ("FictionalQA-Hybrid-v0", {"reranker": "x"}, "reranker= applies to the rerank backend, not 'hybrid'"),
         ("FictionalQA-Dense-v0", {"top_kk": 2}, r"unknown env option\(s\) \['top_kk'\]"),
     ],
 )
 def test_options_that_do_not_apply_are_config_errors(env_id, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         searchgym.make(f"searchgym/{env_id}", **SMALL_WORLD, **kwargs)
+
+
+class WordOverlap:
+    """A user's index kind: the documents sharing at least ``min_shared`` words with the query,
+    most shared first; saved as its documents, with its kind and ``min_shared`` in the manifest."""
+
+    def __init__(self, docs, min_shared: int) -> None:
+        self.docs, self.min_shared = list(docs), min_shared
+
+    @classmethod
+    def build(cls, docs, *, min_shared: int = 1) -> WordOverlap:
+        return cls(docs, min_shared)
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def search(self, query: str, k: int = 3) -> list[Doc]:
+        words = set(re.findall(r"\w+", query.lower()))
+        shared = [len(words & set(re.findall(r"\w+", f"{d.title} {d.text}".lower()))) for d in self.docs]
+        ranked = sorted((-n, i) for i, n in enumerate(shared) if n >= self.min_shared)
+        return [replace(self.docs[i], score=float(-n)) for n, i in ranked[:k]]
+
+    def batch_search(self, queries, k: int = 3) -> list[list[Doc]]:
+        return [self.search(q, k) for q in queries]
+
+    def doc(self, doc_id: str) -> Doc | None:
+        return next((d for d in self.docs if d.id == doc_id), None)
+
+    def close(self) -> None:
+        pass
+
+    def save(self, directory) -> None:
+        with staged(directory) as tmp:
+            write_corpus(self.docs, tmp / "docs.jsonl")
+            write_meta(tmp, {"kind": "test-overlap", "min_shared": self.min_shared})
+
+    @classmethod
+    def load(cls, directory) -> WordOverlap:
+        meta = read_meta(directory, "test-overlap")
+        return cls(read_corpus(Path(directory) / "docs.jsonl"), meta["min_shared"])
+
+
+@pytest.fixture
+def overlap_kind():
+    """``test-overlap``, registered as a user registers a kind, with an option; unregistered after."""
+    searchgym.register_retriever("test-overlap", WordOverlap, min_shared=2)
+    yield
+    del RETRIEVERS._specs["test-overlap"]
+
+
+def test_a_users_retriever_kind_is_an_env_backend_and_an_index_kind(
+    overlap_kind, tiny_corpus_path, tmp_path, capsys
+):
+    """One registration makes a kind an env's backend, built with the options it was registered
+    with and memoised like a built-in one, and `searchgym index build --kind`'s, whose index opens
+    (as `searchgym serve` opens it) as that kind."""
+    env = searchgym.make("searchgym/FictionalQA-BM25-v0", backend="test-overlap", **SMALL_WORLD)
+    retriever = env.unwrapped.retriever
+    assert isinstance(retriever, WordOverlap) and retriever.min_shared == 2
+    made_again = searchgym.make("searchgym/FictionalQA-BM25-v0", backend="test-overlap", **SMALL_WORLD)
+    assert made_again.unwrapped.retriever is retriever
+    question = env.unwrapped.tasks[0].question
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(f"<search>{question}</search>")
+    expected = WordOverlap.build(backends.world_corpus(0, 300).docs, min_shared=2).search(question, 3)
+    assert info["doc_ids"] == [d.id for d in expected] != []
+
+    argv = ["index", "build", "--corpus", str(tiny_corpus_path), "--kind", "test-overlap"]
+    assert main(argv + ["--out", str(tmp_path / "idx")]) == 0
+    assert "test-overlap index of 8 documents" in capsys.readouterr().out
+    index = load_index(tmp_path / "idx")
+    assert isinstance(index, WordOverlap) and index.min_shared == 2
+    assert [d.id for d in index.search("capital France", 3)] == ["d1"]  # the others share one word
+
+
+def test_the_plug_in_pages_retriever_kind_runs_as_written(tmp_path, monkeypatch, capsys, tiny_corpus_path):
+    """docs/plug-in.md's block registers a kind that an env searches with; saved as ``mylab.py``,
+    the page's ``searchgym index build --import mylab`` builds an index of that kind."""
+    block = doc_block("plug-in.md", "python", 1)
+    (tmp_path / "mylab.py").write_text(block)
+    shutil.copy(tiny_corpus_path, tmp_path / "corpus.jsonl")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    page = " ".join((DOCS / "plug-in.md").read_text().split())
+    command = shlex.split(re.search(r"`(searchgym index build --import mylab [^`]+)`", page).group(1))
+    try:
+        exec(compile(block, "docs/plug-in.md", "exec"), {})
+        shown = [line.split("# ")[-1] for line in block.splitlines() if line.startswith("print(")]
+        assert capsys.readouterr().out.splitlines() == shown  # what its comments show
+        del RETRIEVERS._specs["bm25-okapi"]  # mylab registers it again
+        assert main(command[1:]) == 0
+    finally:
+        RETRIEVERS._specs.pop("bm25-okapi", None)
+        sys.modules.pop("mylab", None)
+    index = load_index(tmp_path / "idx" / "okapi")
+    assert isinstance(index, BM25) and (index.params["k1"], index.params["b"]) == (1.2, 0.75)
 
 
 def test_miniwiki_without_its_corpus_names_the_fetch_script(tmp_path, monkeypatch):

@@ -6,9 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from searchgym.envs import ANSWER, SEARCH, Invalid, Tool, ToolCall, make_protocol
+import searchgym
+from searchgym.envs import ANSWER, SEARCH, Invalid, SearchEnv, Tool, ToolCall, make_protocol
 from searchgym.envs.protocols import TagsProtocol, ToolCallsProtocol, complete_calls
 from searchgym.envs.tools import Param
+from searchgym.errors import ConfigError
+from searchgym.registry import PROTOCOLS
+from searchgym.retrievers import BM25, Doc
+from searchgym.tasks import Task
 
 TAGS = TagsProtocol()
 CALLS = ToolCallsProtocol()
@@ -147,13 +152,39 @@ def test_errors_teach_the_format():
 
 
 def test_bad_protocol_definitions():
-    with pytest.raises(ValueError, match="unknown action protocol 'xml'"):
+    with pytest.raises(ConfigError, match=r"unknown action protocol 'xml'. Known: tags, tool_calls \("):
         make_protocol("xml")
+    with pytest.raises(
+        ConfigError, match=r"unknown action protocol 'tool_call'. Did you mean 'tool_calls'\?"
+    ):
+        make_protocol("tool_call")
     with pytest.raises(ValueError, match="one-argument tools"):
         TagsProtocol((Tool("two", "d", (Param("a", ""), Param("b", ""))),))
     with pytest.raises(ValueError, match="unique"):
         TagsProtocol((SEARCH, SEARCH))
     assert make_protocol("tool_calls", (SEARCH, ANSWER)).name == "tool_calls"
+
+
+class ResultProtocol(TagsProtocol):
+    """A user's protocol: Search-R1's tags, with results between ``<result>`` tags."""
+
+    name = "test-result"
+    result_tag = "result"
+
+
+def test_a_registered_protocol_is_an_envs_protocol():
+    searchgym.register_protocol("test-result", ResultProtocol)
+    try:
+        assert searchgym.list_protocols()[:3] == ["tags", "tool_calls", "test-result"]
+        retriever = BM25.build([Doc("d1", "Paris", "Paris is the capital of France.")])
+        env = SearchEnv(
+            [Task("q", "What is the capital of France?", ("Paris",))], retriever, protocol="test-result"
+        )
+        env.reset(seed=0)
+        obs, *_ = env.step("<search>capital of France</search>")
+        assert obs.strip().startswith("<result>") and "Paris is the capital of France." in obs
+    finally:
+        del PROTOCOLS._specs["test-result"]
 
 
 STOP = Tool("finish", "Stop searching.", ())

@@ -10,10 +10,10 @@ from test_backends import env_kwargs as backend_kwargs
 from test_simulated_env import ScriptedSimulator
 
 import searchgym
-from searchgym.envs import backends
 from searchgym.envs.contract import check_env_contract
 from searchgym.envs.registry import BENCHMARK_ENVS
 from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.registry import RETRIEVERS
 from searchgym.retrievers import BM25
 from searchgym.tasks.datasets import BENCHMARKS
 from searchgym.tasks.miniwiki import miniwiki_path
@@ -44,7 +44,7 @@ def small_kwargs(request, env_id, tmp_path):
     """Small corpora and the tiny random models (see test_backends.py) for env ``env_id``; a
     scripted simulator (test_simulated_env.py) for the simulated search engine."""
     family, _, backend = env_id.split("/")[1].rsplit("-v", 1)[0].partition("-")
-    if family in FAMILIES and backend.lower() in backends.BACKENDS:
+    if family in FAMILIES and backend.lower() in RETRIEVERS:
         return backend_kwargs(request, family, backend.lower(), tmp_path / "cache")
     if backend == "Simulated":
         return {**SMALL_WORLD, "generator": ScriptedSimulator()}

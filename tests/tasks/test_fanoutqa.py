@@ -50,6 +50,11 @@ def test_kept_questions_per_split():
     assert lena.metadata["chain"][0]["entity"] == "Lena River"  # FanOutQA's page is "Lena (river)"
 
 
+def test_fanoutqa_is_a_task_set():
+    loaded = searchgym.tasks.load("fanoutqa", split="dev", data_dir=FIXTURE)
+    assert loaded.name == "fanoutqa/dev" and list(loaded) == list(fq.load_fanoutqa("dev", data_dir=FIXTURE))
+
+
 def test_every_evidence_id_is_a_corpus_paragraph_that_states_the_answer():
     rows = corpus_rows()
     for split in fq.SPLITS:

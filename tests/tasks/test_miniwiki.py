@@ -206,6 +206,6 @@ def test_bad_split_and_bad_rows(tmp_path):
         load_miniwiki("train", data_dir=tmp_path)
 
 
-def test_unknown_task_set_mentions_miniwiki():
-    with pytest.raises(ConfigError, match="'miniwiki'"):
+def test_unknown_task_set_names_the_closest():
+    with pytest.raises(ConfigError, match=r"unknown task set 'mini-wiki'. Did you mean 'miniwiki'\?"):
         tasks.load("mini-wiki")
