@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 
 from searchgym.agents.base import Agent, check_agent
+from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import Policy, SamplingParams
 from searchgym.errors import ConfigError
 from searchgym.registry import AGENTS, POLICIES, takes
@@ -45,8 +46,6 @@ def make_agent(name: str, seed: int = 0, params: SamplingParams | None = None) -
     """Build an agent from its name (see the module docstring); ``seed`` seeds agents that take
     one; ``params`` are the sampling settings of language-model agents."""
     if is_policy_agent(name):
-        from searchgym.agents.policies.agent import PolicyAgent
-
         backend, model = name.split(":", 1)
         return PolicyAgent(load_policy(backend, model, seed), params or EVAL_PARAMS)
     spec = AGENTS.spec(name)

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from searchgym.errors import ConfigError
 from searchgym.retrievers.analysis import LUCENE_STOPWORDS, LuceneAnalyzer
 from searchgym.retrievers.base import Doc, check_batch
+from searchgym.retrievers.bm25_kernel import search_range
 from searchgym.retrievers.corpus import read_corpus, write_corpus
 from searchgym.retrievers.index import read_meta, staged, write_meta
 
@@ -153,10 +154,10 @@ class BM25:
 
         if self._arrays is None:
             self._arrays = _search_arrays(*self._postings)
-        kernel, arrays = _kernel(), self._arrays
+        arrays = self._arrays
 
         def run(start: int, stop: int) -> None:
-            kernel(*arrays, flat, pointers, offsets, start, stop, found, scores, counts)
+            search_range(*arrays, flat, pointers, offsets, start, stop, found, scores, counts)
 
         threads = (os.cpu_count() or 1) if self.n_threads < 0 else max(1, self.n_threads)
         bounds = np.linspace(0, len(ids), min(threads, len(ids)) + 1).astype(int).tolist()
@@ -224,13 +225,6 @@ def _lucene_scores(flat: np.ndarray, lengths: np.ndarray, n_terms: int, k1: floa
     weight = idf[terms]
     data = weight - weight / (f1 + tf.astype(np.float32) * norm_inverse[codes[doc_ids]])
     return {"data": data, "indices": doc_ids.astype(np.int32), "indptr": indptr, "num_docs": n_docs}
-
-
-def _kernel():
-    """The compiled search loop, imported on first use: numba is slow to import."""
-    from searchgym.retrievers.bm25_kernel import search_range
-
-    return search_range
 
 
 def _search_arrays(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> tuple:

@@ -1,4 +1,4 @@
-"""The compiled search loop of `BM25` (numba; imported on the first search).
+"""The compiled search loop of `BM25` (numba; compiled on the first search, cached on disk).
 
 A document's score is the sum over the query's terms of a precomputed contribution (bm25s's
 score matrix: one column of increasing document numbers per term), added in float64 and rounded

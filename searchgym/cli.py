@@ -11,6 +11,7 @@ import warnings
 from typing import Any, NoReturn
 
 from searchgym.errors import SearchGymError
+from searchgym.registry import PluginWarning, describe_exception, load_plugins
 
 COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "serve_env", "plot", "view")
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
@@ -56,8 +57,6 @@ def import_user_modules(names: list[str]) -> None:
     """Import ``names`` (after the installed plug-ins), so that what they register can be named.
     A name that is not a module name, a module that is not there, or one that fails while it is
     imported (an exception, ``sys.exit``) is a `SearchGymError` naming it."""
-    from searchgym.registry import describe_exception, load_plugins
-
     load_plugins()
     if names and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does
@@ -128,7 +127,6 @@ def _run(argv: list[str] | None) -> int:
 
 def _one_line_plugin_warnings(show: Any) -> Any:
     """``warnings.showwarning`` that prints a plug-in's failure as one line, others as ``show`` does."""
-    from searchgym.registry import PluginWarning
 
     def show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         if issubclass(category, PluginWarning):

@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from searchgym.errors import DataNotFoundError, DependencyNotInstalled, import_optional
+
 CONNECT_TIMEOUT = 3.0
 """Seconds to wait for a TCP connection to the hub (name lookup included)."""
 
@@ -54,8 +56,6 @@ def download_dataset_file(repo_id: str, filename: str, instead: str) -> Path:
     the hub cannot be reached only the cache is read, so the error comes within seconds, not after
     the hub's retries. ``instead`` says how to do without the hub (``pass --source DIR``), in
     every error."""
-    from searchgym.errors import DataNotFoundError, DependencyNotInstalled, import_optional
-
     try:
         hub = import_optional("huggingface_hub", "data")
     except DependencyNotInstalled as e:

@@ -30,8 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.agents import make_agent, run_episodes, save_episodes, summarize
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.train.config import load_config
 from searchgym.commands.common import file_name
+from searchgym.envs.registry import make
 from searchgym.errors import ConfigError
+from searchgym.plots import plot_pareto
 
 DEFAULT_ENV = "searchgym/FictionalQA-Planner-v0"
 DEFAULT_AGENTS = (
@@ -128,8 +133,6 @@ def summarize_sweep(points: dict[str, Point], weights: Sequence[float]) -> dict[
 def write_outputs(report: dict[str, Any], out: Path, title: str) -> Path:
     """``OUT/sweep.json`` and ``OUT/pareto.png`` (its path goes in ``report["plot"]``); returns
     the PNG's path."""
-    from searchgym.plots import plot_pareto
-
     out.mkdir(parents=True, exist_ok=True)
     report["plot"] = str(out / "pareto.png")
     (out / "sweep.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -177,9 +180,6 @@ def evaluate_agents(
 ) -> tuple[dict[str, Point], int]:
     """Every agent on the same ``n`` tasks of ``env_id`` (drawn with ``seed``), with no search
     cost; returns the points and the number of tasks. Episodes go to ``OUT/<agent>.jsonl``."""
-    from searchgym.agents import make_agent, run_episodes, save_episodes, summarize
-    from searchgym.envs.registry import make
-
     if n < 1:
         raise ConfigError(f"--n must be at least 1, got {n}")
     if not agent_names:
@@ -276,9 +276,8 @@ def train_sweep(
     OUT defaults to the config's ``run_dir``), then each trained policy evaluated greedily on the
     same ``n`` tasks of the config's env and eval split; writes and returns the report as
     `evaluate_sweep` does, with each agent's ``trained_at`` weight and run directory."""
-    from searchgym.agents.policies.base import SamplingParams
+    # lazy: both import torch (1.3 s), which only a training sweep needs
     from searchgym.agents.train.checkpoint import latest_checkpoint
-    from searchgym.agents.train.config import load_config
     from searchgym.agents.train.grpo import train
 
     base = load_config(config, [*overrides, *([] if progress else ["progress=false"])])

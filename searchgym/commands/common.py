@@ -11,8 +11,11 @@ from typing import Any
 
 import yaml
 
+from searchgym.agents import make_agent
+from searchgym.agents.registry import is_policy_agent, load_policy
 from searchgym.config_types import YAMLLimitError, load_yaml
 from searchgym.errors import SearchGymError
+from searchgym.registry import user_code
 
 
 def key_value(text: str) -> tuple[str, Any]:
@@ -37,10 +40,6 @@ def key_value(text: str) -> tuple[str, Any]:
 def check_agents(names: list[str], seed: int, params: Any = None, flag: str = "--agent") -> None:
     """Make each agent once, so that a typo, or a user's factory that is not callable or raises,
     fails in one line (a `SearchGymError` naming ``flag`` and the agent) before any work."""
-    from searchgym.agents import make_agent
-    from searchgym.agents.registry import is_policy_agent
-    from searchgym.registry import user_code
-
     for name in names:
         if is_policy_agent(name):  # its model loads once, shared by the episodes
             make_agent(name, seed=seed, params=params)
@@ -109,8 +108,6 @@ def generator_kwargs(
         return {}
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator
-
-    from searchgym.agents.registry import load_policy
 
     backend, sep, model = name.partition(":")
     if not sep:

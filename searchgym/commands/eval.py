@@ -10,6 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
+from searchgym.agents.policies import models
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.registry import is_policy_agent
+from searchgym.agents.rollout import episode_progress, sample_tasks
 from searchgym.commands.common import (
     add_env_args,
     bounded_int,
@@ -18,8 +23,13 @@ from searchgym.commands.common import (
     finite,
     generator_kwargs,
 )
+from searchgym.envs.contract import check_trainable_env
+from searchgym.envs.registry import make
 from searchgym.errors import SearchGymError
 from searchgym.files import check_writable_dir
+from searchgym.plots import plot_metric_by_group
+from searchgym.registry import check_env_id
+from searchgym.retrievers.simulated import WritingProgress
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 _COLUMNS = [
@@ -84,26 +94,13 @@ def _convert_models(names: list[str], *, show_progress: bool) -> None:
     """Convert the offline models (such as the default SmolLM2) that the agents ``names`` load,
     before anything loads them, so that a first run shows the conversion's progress (it takes
     tens of seconds) unless told not to. ``openai:`` names a server's model, not loaded here."""
-    from searchgym.agents.policies.models import ALIASES, resolve_model
-    from searchgym.agents.registry import is_policy_agent
-
     for name in names:
         backend, _, model = name.partition(":")
-        if is_policy_agent(name) and backend != "openai" and model.lower() in ALIASES:
-            resolve_model(model, show_progress=show_progress)
+        if is_policy_agent(name) and backend != "openai" and model.lower() in models.ALIASES:
+            models.resolve_model(model, show_progress=show_progress)
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
-    from searchgym.agents.policies.base import SamplingParams
-    from searchgym.agents.registry import is_policy_agent
-    from searchgym.agents.rollout import episode_progress, sample_tasks
-    from searchgym.envs.contract import check_trainable_env
-    from searchgym.envs.registry import make
-    from searchgym.plots import plot_metric_by_group
-    from searchgym.registry import check_env_id
-    from searchgym.retrievers.simulated import WritingProgress
-
     if args.n < 1:
         raise SearchGymError(f"--n must be at least 1, got {args.n}")
     check_env_id(args.env)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from searchgym.agents.train.metrics_log import read_metrics
 from searchgym.errors import SearchGymError
+from searchgym.plots import plot_training_curves
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,9 +19,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.agents.train.metrics_log import read_metrics
-    from searchgym.plots import plot_training_curves
-
     metrics = read_metrics(args.run_dir)
     if not any(len(row) > 1 for row in metrics):
         raise SearchGymError(f"{args.run_dir / 'metrics.jsonl'} holds no metrics yet")

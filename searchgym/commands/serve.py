@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 from searchgym.commands.common import bounded_float, bounded_int
+from searchgym.retrievers.index import load_index
+from searchgym.retrievers.server import Limits, create_app, uvicorn_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from searchgym.retrievers.server import Limits
-
     defaults = Limits()
     p = sub.add_parser("serve", help="serve an index over HTTP (Search-R1's POST /retrieve)")
     p.add_argument("--index", type=Path, required=True, help="directory of a saved index")
@@ -101,9 +101,6 @@ def is_loopback(host: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
-
-    from searchgym.retrievers.index import load_index
-    from searchgym.retrievers.server import Limits, create_app, uvicorn_config
 
     limits = Limits(
         max_queries=args.max_queries,

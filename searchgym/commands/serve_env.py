@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from searchgym.agents.integrations.limits import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_SESSIONS,
+)
 from searchgym.commands.common import add_env_args, bounded_int
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from searchgym.agents.integrations.limits import (
-        DEFAULT_IDLE_TIMEOUT_S,
-        DEFAULT_MAX_MESSAGE_BYTES,
-        DEFAULT_MAX_SESSIONS,
-    )
-
     p = sub.add_parser(
         "serve-env",
         help="serve an env to other trainers: OpenEnv (HTTP, WebSocket) and its tools over MCP",
@@ -54,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     import anyio
     import uvicorn
 
+    # lazy: the openenv extra (optional), which imports the MCP SDK and gradio (3.5 s)
     from searchgym.agents.integrations.env_server import create_env_app
 
     max_bytes = args.max_message_kb * 1024

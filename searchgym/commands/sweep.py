@@ -7,9 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+from searchgym import sweep
+from searchgym.agents.policies.base import SamplingParams
+from searchgym.agents.train.config import load_config
 from searchgym.commands.common import add_env_args, bounded_int, check_agents, generator_kwargs
+from searchgym.commands.train import check_before_loading
 from searchgym.errors import SearchGymError
 from searchgym.files import check_writable_dir
+from searchgym.registry import check_env_id
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,8 +58,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from searchgym import sweep
-
     weights = sweep.parse_weights(args.weights)
     if args.out is not None:
         check_writable_dir(args.out, "--out")
@@ -75,14 +78,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.set:
         raise SearchGymError("--set overrides keys of a training config: use it with --config")
     if train_mode:
-        from searchgym.agents.train.config import load_config
-        from searchgym.commands.train import check_before_loading
-
         check_before_loading(load_config(args.config, args.set))  # before the bar shows
     else:
-        from searchgym.agents.policies.base import SamplingParams
-        from searchgym.registry import check_env_id
-
         env_id = args.env or sweep.DEFAULT_ENV
         check_env_id(env_id)
         names = args.agents or ",".join(sweep.DEFAULT_AGENTS)

@@ -7,6 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from searchgym.agents.train.config import load_config
+from searchgym.agents.train.metrics_log import read_metrics
+from searchgym.commands.common import check_agents
+from searchgym.errors import ConfigError, import_optional
+from searchgym.plots import plot_training_curves
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a policy with GRPO on an environment (see configs/)")
@@ -30,10 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.agents.train.config import load_config
-    from searchgym.agents.train.grpo import train
-    from searchgym.agents.train.metrics_log import read_metrics
-    from searchgym.plots import plot_training_curves
+    from searchgym.agents.train.grpo import train  # lazy: torch and transformers (2.2 s), only for training
 
     overrides = list(args.set)
     if args.run_dir:
@@ -88,9 +91,6 @@ def check_before_loading(cfg: Any) -> None:
     """What `train` would find wrong only once its model and envs had loaded, checked at once: the
     step's tasks split evenly over the processes of ``accelerate launch``, vLLM is installed for
     ``rollout_engine: vllm``, and the warm start's agent and the guide can be made."""
-    from searchgym.commands.common import check_agents
-    from searchgym.errors import ConfigError, import_optional
-
     processes = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch
     if cfg.tasks_per_step % processes:
         raise ConfigError(

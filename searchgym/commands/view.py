@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.viewer import EpisodeTable, discover, export_html
+    # lazy: the viewer's modules and fastapi's (25 ms), which only this command needs
+    from searchgym.viewer import EpisodeTable, ViewerServer, create_app, discover, export_html
 
     table = EpisodeTable(discover(args.paths))
     if args.export is not None:
@@ -51,8 +52,6 @@ def run(args: argparse.Namespace) -> int:
         cut = f" (left out {done.left_out}: raise --export-max to include them)" if done.left_out else ""
         print(f"wrote {done.path} ({size:.1f} MB, {done.episodes} episodes){cut}")
         return 0
-    from searchgym.viewer import ViewerServer, create_app
-
     app = create_app(table, allowed_hosts=[args.host])
     with ViewerServer(app, args.host, args.port) as viewer:
         runs = ", ".join(r.name for r in table.runs)
