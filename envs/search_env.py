@@ -21,8 +21,9 @@ class SearchEnv(RetrieverEnv):
 
     Observations and actions are text. ``reset`` shows the instructions and the question;
     each ``step`` takes the agent's text, parses one tool call with the action protocol and
-    returns the tool's result. The episode terminates when the agent answers; turn limits
-    are applied by Gymnasium's ``TimeLimit`` (``max_episode_steps`` at registration).
+    returns the tool's result. The episode terminates when the agent answers. The env has no
+    turn limit of its own: the factories (`searchgym.envs.factories.search_env`, behind the
+    registered ids) put it under a `TurnLimit` of ``max_turns``, which truncates the episode.
 
     Every ``info`` carries the step's reward components (``outcome``, ``format``, ``cost``),
     the episode's counters (``n_searches``, ``n_invalid``, ``n_extra_calls``, ``n_errors``,
