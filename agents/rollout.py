@@ -16,6 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from tqdm.auto import tqdm
 
 from searchgym.agents.base import Agent
 from searchgym.envs.contract import check_reset_info, check_step_info
@@ -222,8 +223,6 @@ def episode_progress(total: int, desc: str, *, disable: bool = False) -> Iterato
     postfix, so that it moves while long episodes play; yields the ``on_episode`` and ``on_turn``
     keyword arguments of `run_episodes`. The bar is redrawn every `REDRAW_SECONDS`, so that its
     clock runs while a turn takes minutes (a small model's first batched generation on a CPU)."""
-    from tqdm.auto import tqdm
-
     bar = tqdm(total=total, desc=desc, unit="episode", disable=disable, file=sys.stderr)
     with bar, _redrawn(bar, not disable):
         turns = 0
@@ -290,28 +289,40 @@ def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
     return [tasks[int(i)] for i in sorted(picks)]
 
 
-def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean metrics over episodes (an unanswered episode scores 0), with the 95 % bootstrap
-    interval of EM and F1 over the episodes' tasks (``em_low``, ``em_high``, ``f1_low``, ``f1_high``)."""
-    if not episodes:
-        raise ValueError("no episodes to summarize")
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """The means every report of episodes shows (an unanswered episode scores 0): EM, F1,
+    searches, turns, the share of turns that were invalid and of episodes that were truncated."""
     turns = sum(ep.n_turns for ep in episodes)
-    recalls = [ep.evidence_recall for ep in episodes if ep.evidence_recall is not None]
-    em_low, em_high = bootstrap_ci([ep.em for ep in episodes])
-    f1_low, f1_high = bootstrap_ci([ep.f1 for ep in episodes])
     return {
-        "n": len(episodes),
         "em": fmean(ep.em for ep in episodes),
-        "em_low": em_low,
-        "em_high": em_high,
-        "f1_low": f1_low,
-        "f1_high": f1_high,
         "f1": fmean(ep.f1 for ep in episodes),
-        "cover_em": fmean(ep.cover_em for ep in episodes),
         "searches": fmean(ep.n_searches for ep in episodes),
         "turns": fmean(ep.n_turns for ep in episodes),
         "invalid_rate": sum(ep.n_invalid for ep in episodes) / max(turns, 1),
         "truncated": fmean(ep.truncated for ep in episodes),
+    }
+
+
+def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
+    """`episode_metrics` with cover EM, evidence recall and the mean return, and the 95 %
+    bootstrap interval of EM and F1 over the episodes' tasks (``em_low``, ``em_high``,
+    ``f1_low``, ``f1_high``)."""
+    if not episodes:
+        raise ValueError("no episodes to summarize")
+    recalls = [ep.evidence_recall for ep in episodes if ep.evidence_recall is not None]
+    em_low, em_high = bootstrap_ci([ep.em for ep in episodes])
+    f1_low, f1_high = bootstrap_ci([ep.f1 for ep in episodes])
+    means = episode_metrics(episodes)
+    return {
+        "n": len(episodes),
+        "em": means.pop("em"),
+        "em_low": em_low,
+        "em_high": em_high,
+        "f1_low": f1_low,
+        "f1_high": f1_high,
+        "f1": means.pop("f1"),
+        "cover_em": fmean(ep.cover_em for ep in episodes),
+        **means,
         "evidence_recall": fmean(recalls) if recalls else float("nan"),
         "return": fmean(ep.total_reward for ep in episodes),
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.rollout import run_episodes
 from searchgym.agents.train.config import load_config
-from searchgym.agents.train.episodes import make_env
+from searchgym.agents.train.schedule import make_env
 from searchgym.generation import SamplingParams
 from searchgym.registry import POLICIES
 

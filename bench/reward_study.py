@@ -31,7 +31,8 @@ import torch
 
 from searchgym.agents.train.checkpoint import latest_checkpoint
 from searchgym.agents.train.config import load_config
-from searchgym.agents.train.episodes import evaluate, load_policies, paired_difference
+from searchgym.agents.train.engine import load_policies
+from searchgym.agents.train.evaluation import evaluate, paired_difference
 from searchgym.agents.train.grpo import train
 from searchgym.agents.train.metrics_log import read_metrics
 

@@ -7,12 +7,12 @@ keys and values that episodes share (their system prompt and instructions).
         --arm "refill oversample=1" --arm "oversample2 oversample=2" --steps 3 --eval-tasks 64
 
 An arm is a name and ``KEY=VALUE`` overrides of ``--config`` (as ``searchgym train --set``). Each
-arm plays the rollout of steps 0 .. STEPS-1 (`episodes.play_step`, no update, so every arm samples
+arm plays the rollout of steps 0 .. STEPS-1 (`play.play_step`, no update, so every arm samples
 from the same weights); the arms alternate step by step, so that load from other processes hits
 them alike. Printed per arm: seconds per step, groups played and trained (informative) per step,
 episodes played per minute, informative groups per minute, and that rate as a ratio of the first
 arm's (nan where the first arm trained no group). Then, with ``--eval-tasks``, the seconds of a
-greedy evaluation (`episodes.evaluate`) with the CPU engine reusing a shared start of a prompt
+greedy evaluation (`evaluation.evaluate`) with the CPU engine reusing a shared start of a prompt
 against reusing only an episode's own earlier stream, and whether their EM agrees.
 """
 
@@ -28,8 +28,10 @@ import torch
 
 from searchgym.agents.policies import cached
 from searchgym.agents.policies.kv import longest_prefix
-from searchgym.agents.train import episodes
+from searchgym.agents.train import play, schedule
 from searchgym.agents.train.config import load_config
+from searchgym.agents.train.engine import load_policies
+from searchgym.agents.train.evaluation import evaluate
 
 
 def own_stream_only(entries, prompt):
@@ -52,21 +54,23 @@ def main() -> None:
         name, *overrides = shlex.split(spec)
         cfg = load_config(args.config, [f"model={args.start}", "progress=false", *overrides])
         envs = [
-            episodes.make_env(cfg, cfg.train_split)
-            for _ in range(episodes.first_round_size(cfg, one) * cfg.group_size)
+            schedule.make_env(cfg, cfg.train_split)
+            for _ in range(schedule.first_round_size(cfg, one) * cfg.group_size)
         ]
-        _, tasks = episodes.split_warm_start(list(envs[0].unwrapped.tasks), cfg)
+        _, tasks = schedule.split_warm_start(list(envs[0].unwrapped.tasks), cfg)
         arms[name] = SimpleNamespace(cfg=cfg, envs=envs, tasks=tasks, seconds=0.0, played=0.0, trained=0.0)
     base = next(iter(arms.values()), None)
     cfg = base.cfg if base else load_config(args.config, [f"model={args.start}", "progress=false"])
-    policy, _ = episodes.load_policies(cfg, torch.device("cpu"))
+    policy, _ = load_policies(cfg, torch.device("cpu"))
     for step in range(args.steps if arms else 0):
         for name, arm in arms.items():
             tick = time.perf_counter()
-            groups, metrics = episodes.play_step(policy, arm.envs, arm.tasks, step, arm.cfg, one)
+            groups, metrics = play.play_step(
+                policy, arm.envs, arm.tasks, step, arm.cfg, arm.cfg.sampling, one
+            )
             arm.seconds += time.perf_counter() - tick
             arm.played += metrics["rollout/groups_played"]
-            arm.trained += sum(not episodes.is_degenerate(g) for g in groups)
+            arm.trained += sum(not play.is_degenerate(g) for g in groups)
             print(f"step {step} {name}: {time.perf_counter() - tick:.1f} s, {metrics}", flush=True)
     if arms:
         print(
@@ -88,7 +92,7 @@ def main() -> None:
             original, cached.shared_prefix = cached.shared_prefix, matcher
             try:
                 tick = time.perf_counter()
-                result = episodes.evaluate(cfg, policy)
+                result = evaluate(cfg, policy)
                 results[name] = (time.perf_counter() - tick, result)
             finally:
                 cached.shared_prefix = original

@@ -5,7 +5,7 @@ activations kept for backward, against training every parameter.
     python bench/update_cost.py --model smollm2-135m-instruct --layers 0,15,8,4
     python bench/update_cost.py --layers 15 --share both --micro-batch-size 1
 
-Each arm runs `grpo.update` (the trainer's own step: micro-batches, clipped loss, AdamW) on the
+Each arm runs `update.update` (the trainer's own step: micro-batches, clipped loss, AdamW) on the
 same batch of synthetic episodes shaped as the main job's (``--episodes`` of ``--tokens`` tokens,
 ``--prompt`` of them before the first turn, the same for each ``--group-size`` episodes in a row,
 ``--policy-tokens`` of them the policy's, in ``--turns`` replies), from the same weights. Each
@@ -28,8 +28,8 @@ from transformers import AutoModelForCausalLM
 from searchgym.agents.policies.models import resolve_model
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.freeze import freeze_all_but, top_modules
-from searchgym.agents.train.grpo import update
 from searchgym.agents.train.loss import Sample, collate, token_logprobs
+from searchgym.agents.train.update import update
 
 
 def synthetic_episodes(args, vocab: int, generator: torch.Generator) -> list[Sample]:
@@ -104,7 +104,16 @@ def main() -> None:
     for round_ in range(args.rounds + 1):
         for arm in arms.values():
             tick = time.perf_counter()
-            update(arm["model"], None, arm["optimizer"], samples, arm["cfg"], accelerator, pad_id)
+            update(
+                arm["model"],
+                None,
+                arm["optimizer"],
+                [samples],
+                arm["cfg"],
+                arm["cfg"].sampling,
+                accelerator,
+                pad_id,
+            )
             if round_:  # the first round warms up the allocator and the kernels
                 arm["seconds"].append(time.perf_counter() - tick)
     first = None

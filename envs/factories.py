@@ -6,12 +6,12 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from searchgym.config_types import known_fields
 from searchgym.envs.backends import file_corpus, make_retriever, world_corpus
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.rubric import with_rubric
@@ -34,13 +34,7 @@ from searchgym.tasks.world import load_world
 
 def reward_weights(rewards: RewardWeights | dict[str, Any] | None) -> RewardWeights:
     """Accept weights as the dataclass or as a plain mapping (from YAML or the CLI)."""
-    if rewards is None or isinstance(rewards, RewardWeights):
-        return rewards or RewardWeights()
-    known = {f.name for f in fields(RewardWeights)}
-    unknown = sorted(set(rewards) - known)
-    if unknown:
-        raise ConfigError(f"unknown reward weight(s) {unknown}; known: {sorted(known)}")
-    return RewardWeights(**rewards)
+    return RewardWeights.parse(rewards)
 
 
 def search_env(
@@ -196,9 +190,9 @@ def fictional_simulated(
             "`searchgym eval --simulator hf:smollm2-135m-instruct`"
         )
     if isinstance(noise, dict):
-        noise = NoiseCurriculum(**_known_fields(NoiseCurriculum, noise, "noise curriculum"))
+        noise = NoiseCurriculum(**known_fields(NoiseCurriculum, noise, "noise curriculum field"))
     if isinstance(simulator_params, dict):  # fields not given keep the simulator's defaults
-        known = _known_fields(SamplingParams, simulator_params, "simulator_params")
+        known = known_fields(SamplingParams, simulator_params, "simulator_params field")
         simulator_params = dataclasses.replace(SIMULATOR_PARAMS, **known)
     tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
     simulated = Simulated(
@@ -212,15 +206,6 @@ def fictional_simulated(
     )
     env = SimulatedSearchEnv(tasks, simulated, rewards=reward_weights(rewards), **options)
     return with_rubric(TurnLimit(env, max_turns))
-
-
-def _known_fields(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
-    """``values`` if every key is a field of dataclass ``cls``, else a `ConfigError` naming them."""
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown {what} field(s) {unknown}; known: {sorted(known)}")
-    return values
 
 
 def mini_wiki(

@@ -12,11 +12,12 @@ planner never answers; a note to the generator would let it answer anyway). At `
 generator, any `searchgym.generation.TextGenerator`, answers from the question and every search
 result the planner was shown (prompt: `searchgym.envs.reader.generator_prompt`); the answer is
 the reply's ``<answer>…</answer>`` or the whole reply (`searchgym.envs.reader.parse_reply`).
-Rewards per step, with weights in `PlannerRewards` (`RewardWeights` plus ``per_turn``):
+Rewards per step, with weights in `PlannerRewards` (`RewardWeights` plus ``per_turn``, the
+weight of the rubric's ``turns`` term):
 
-- every turn (search, finish or an invalid action) costs ``per_turn``; a search also costs
-  ``per_search + per_1k_obs_tokens * tokens / 1000`` (with ``cost_only_if_correct`` the whole
-  `plan_cost` is charged at the end instead, and only when the answer is exactly right);
+- every turn (search, finish or an invalid action) is charged one of ``turns``; a search also
+  charges ``search_calls`` and ``obs_tokens_1k``, as in `SearchEnv` (with ``cost_only_if_correct``
+  the whole plan is charged at the end instead, and only when the answer is exactly right);
 - ``finish`` earns ``outcome * metric(generator's answer) + format * format_score``.
 
 The turn limit is `PlannerTurnLimit`: a planner that runs out of turns still gets the
@@ -35,7 +36,6 @@ called once per finished episode, not batched across environments.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,8 +43,9 @@ from typing import Any
 from searchgym.config_types import check_int
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.reader import generator_prompt, parse_reply
-from searchgym.envs.rewards import RewardWeights, search_cost
-from searchgym.envs.text_env import RetrieverEnv, SharedGeneratorSpec
+from searchgym.envs.rewards import RewardWeights, usage
+from searchgym.envs.rubric import Term
+from searchgym.envs.text_env import Charges, RetrieverEnv, SharedGeneratorSpec
 from searchgym.envs.tools import SEARCH, Tool, ToolCall
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError, PolicyError
@@ -78,22 +79,19 @@ class PlannerRewards(RewardWeights):
         if self.per_turn < 0:
             raise ConfigError(f"per_turn is a cost and must be >= 0, got {self.per_turn}")
 
+    def step_terms(self) -> tuple[Term, ...]:
+        return (*super().step_terms(), Term("turns", -self.per_turn or 0.0))
 
-def plan_cost(n_searches: int, n_turns: int, obs_tokens: int, weights: PlannerRewards) -> float:
-    """The (positive) cost of a plan of ``n_turns`` turns with ``n_searches`` searches that
-    showed ``obs_tokens`` tokens.
 
-    >>> plan_cost(2, 3, 0, PlannerRewards(per_search=0.1, per_turn=0.05))
-    0.35000000000000003
+def plan_charges(n_searches: int, n_turns: int, obs_tokens: int) -> Charges:
+    """What a plan of ``n_turns`` turns with ``n_searches`` searches that showed ``obs_tokens``
+    tokens is charged.
+
+    >>> plan = plan_charges(2, 3, 0)
+    >>> plan, PlannerRewards(per_search=0.1, per_turn=0.05).rubric().cost(plan)
+    ({'search_calls': 2.0, 'obs_tokens_1k': 0.0, 'turns': 3.0}, 0.35000000000000003)
     """
-    return search_cost(n_searches, obs_tokens, weights) + weights.per_turn * n_turns
-
-
-def planner_rewards(rewards: RewardWeights | None) -> PlannerRewards:
-    """``rewards`` as `PlannerRewards` (plain `RewardWeights` charge nothing per turn)."""
-    if rewards is None or isinstance(rewards, PlannerRewards):
-        return rewards or PlannerRewards()
-    return PlannerRewards(**dataclasses.asdict(rewards))
+    return usage(n_searches, obs_tokens) | {"turns": float(n_turns)}
 
 
 class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
@@ -102,7 +100,7 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
 
     ``info`` carries what `SearchEnv`'s does (reward components, ``n_searches``, ``n_invalid``,
     ``n_extra_calls``, ``n_errors``, ``obs_tokens``, the step's ``tool`` and ``error``) plus
-    ``n_turns`` and ``episode_cost`` (the cost charged so far); the step where the generator
+    ``n_turns`` and ``episode_cost`` (what the cost terms charged so far); the step where the generator
     answers adds ``prediction``, ``em``, ``f1``, ``cover_em``, ``evidence_recall`` and
     ``generator_reply`` (its raw text). ``env.spec`` shares the generator rather than copying it
     (as `SimulatedSearchEnv` does), so ``gymnasium.make(env.spec)`` uses the same model.
@@ -136,9 +134,8 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         names = {t.name for t in protocol.tools}
         if names != {"search", "finish"}:
             raise ValueError(f"PlannerEnv's protocol needs the tools search and finish, got {sorted(names)}")
-        super().__init__(
-            tasks, retriever, protocol, planner_rewards(rewards), top_k=top_k, max_obs_tokens=max_obs_tokens
-        )
+        weights = PlannerRewards.parse(rewards)
+        super().__init__(tasks, retriever, protocol, weights, top_k=top_k, max_obs_tokens=max_obs_tokens)
         self.generator = generator
         self.generator_params = generator_params
 
@@ -150,26 +147,26 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         info: dict[str, Any] = {"error": None}
         answered = self._answer(info, finished=False)
         self._done = True
-        outcome, fmt, cost = answered if answered is not None else (0.0, 0.0, 0.0)
-        return self._reward(outcome, fmt, cost, info), info
+        outcome, fmt, charges = answered if answered is not None else (0.0, 0.0, {})
+        return self._reward(outcome, fmt, charges, info), info
 
     def _new_episode(self) -> None:
         super()._new_episode()
         self._cost = 0.0
 
     # -- tools -------------------------------------------------------------------------------
-    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
+    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
         if call.name == "search":
-            observation, cost = self._search(call, info)
-            return observation, 0.0, 0.0, cost
+            observation, charges = self._search(call, info)
+            return observation, 0.0, 0.0, charges
         answered = self._answer(info, finished=True)
         if answered is None:
             failed = f"The answering model failed ({info['error']}). You may finish again or search more."
-            return self.protocol.format_result(failed), 0.0, 0.0, 0.0
+            return self.protocol.format_result(failed), 0.0, 0.0, {}
         return "", *answered
 
-    def _answer(self, info: dict[str, Any], *, finished: bool) -> tuple[float, float, float] | None:
-        """The generator answers; returns (outcome, format, cost charged now), or None (with
+    def _answer(self, info: dict[str, Any], *, finished: bool) -> tuple[float, float, Charges] | None:
+        """The generator answers; returns (outcome, format, charges now), or None (with
         ``info["error"]`` set) when the generator fails."""
         assert self._task is not None
         prompt = clean_text(generator_prompt(self._task.question, self._searches))  # a tokenizer reads it
@@ -186,15 +183,15 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         info["generator_reply"] = reply
         return scored
 
-    def _turn_cost(self) -> float:
-        return 0.0 if self.rewards.cost_only_if_correct else self.rewards.per_turn
+    def _turn_charges(self) -> Charges:
+        return {} if self.rewards.cost_only_if_correct else {"turns": 1.0}
 
-    def _episode_cost(self) -> float:
-        return plan_cost(self._counts["n_searches"], self._turn, self._counts["obs_tokens"], self.rewards)
+    def _episode_charges(self) -> Charges:
+        return plan_charges(self._counts["n_searches"], self._turn, self._counts["obs_tokens"])
 
-    def _reward(self, outcome: float, fmt: float, cost: float, info: dict[str, Any]) -> float:
-        self._cost += cost
-        return super()._reward(outcome, fmt, cost, info)
+    def _reward(self, outcome: float, fmt: float, charges: Charges, info: dict[str, Any]) -> float:
+        self._cost += self.rubric.cost(self._step_values(outcome, fmt, charges))
+        return super()._reward(outcome, fmt, charges, info)
 
     def _info_counts(self) -> dict[str, Any]:
         return {**self._counts, "n_turns": self._turn, "episode_cost": self._cost}

@@ -8,16 +8,15 @@ from typing import Any
 
 import gymnasium as gym
 
+from searchgym.config_types import known_fields
 from searchgym.envs.backends import make_retriever, world_corpus
 from searchgym.envs.planner_env import (
     GENERATOR_PARAMS,
     PlannerEnv,
     PlannerRewards,
     PlannerTurnLimit,
-    planner_rewards,
 )
 from searchgym.envs.reader import ExtractiveReader
-from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.rubric import with_rubric
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams, TextGenerator
@@ -34,7 +33,7 @@ def fictional_planner(
     hops: int | list[int] | None = None,
     generator_params: SamplingParams | dict[str, Any] | None = None,
     max_turns: int = 8,
-    rewards: RewardWeights | dict[str, Any] | None = None,
+    rewards: PlannerRewards | dict[str, Any] | None = None,
     **options: Any,
 ) -> gym.Env:
     """Questions about the generated world for a planner (`PlannerEnv`): it searches the world's
@@ -55,10 +54,10 @@ def fictional_planner(
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(f"unknown env option(s) {unknown}; the options are {sorted(known | {'max_turns'})}")
-    weights = _weights(rewards)
     params = GENERATOR_PARAMS
     if isinstance(generator_params, dict):  # fields not given keep the defaults
-        params = dataclasses.replace(params, **_known(SamplingParams, generator_params, "generator_params"))
+        fields = known_fields(SamplingParams, generator_params, "generator_params field")
+        params = dataclasses.replace(params, **fields)
     elif generator_params is not None:
         params = generator_params
     tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
@@ -67,25 +66,8 @@ def fictional_planner(
         tasks,
         retriever,
         generator if generator is not None else ExtractiveReader(),
-        rewards=weights,
+        rewards=PlannerRewards.parse(rewards),
         generator_params=params,
         **options,
     )
     return with_rubric(PlannerTurnLimit(env, max_turns))
-
-
-def _weights(rewards: RewardWeights | dict[str, Any] | None) -> PlannerRewards:
-    if isinstance(rewards, dict):
-        return PlannerRewards(**_known(PlannerRewards, rewards, "reward weight"))
-    return planner_rewards(rewards)
-
-
-fictional_planner.parse_rewards = _weights  # type: ignore[attr-defined]  # see registry.check_rewards
-
-
-def _known(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown {what}(s) {unknown}; known: {sorted(known)}")
-    return values

@@ -7,13 +7,17 @@ Entry points are strings, so a backend's heavy imports happen only when its env 
 from __future__ import annotations
 
 import functools
-import importlib
+import typing
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
+from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
+from searchgym.registry import check_env_id, load_entry_point, takes, user_code
 
 NAMESPACE = "searchgym"
 _FACTORIES = "searchgym.envs.factories"
@@ -78,7 +82,7 @@ def register(
             raise ConfigError(
                 f"retriever must have search(query, k) -> list[Doc], got {type(retriever).__name__}"
             )
-        from searchgym.envs.factories import qa_env
+        from searchgym.envs.factories import qa_env  # lazy: retrievers, tasks and models (0.6 s)
 
         entry_point = functools.partial(qa_env, tasks, retriever)
     else:
@@ -89,9 +93,6 @@ def register(
 def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **kwargs: Any) -> gym.Env:
     """A user's factory, called with the keyword arguments it takes (a clear error for the others),
     under a `TurnLimit` of ``max_turns`` unless it takes ``max_turns`` itself."""
-    from searchgym.envs.wrappers import TurnLimit
-    from searchgym.registry import load_entry_point, takes, user_code
-
     factory = load_entry_point(entry_point) if isinstance(entry_point, str) else entry_point
     unknown = sorted(k for k in kwargs if not takes(factory, k))
     if unknown:
@@ -111,23 +112,34 @@ def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **k
 def make(id: str, **kwargs: Any) -> gym.Env:
     """Build a registered environment; an unknown id suggests the closest registered ones
     (`searchgym.registry.check_env_id`)."""
-    from searchgym.registry import check_env_id
-
     check_env_id(id)
     return gym.make(id, **kwargs)
 
 
 def check_rewards(id: str, rewards: dict[str, Any]) -> None:
-    """Raise `ConfigError` if ``rewards`` are not weights env ``id`` takes, without making it.
-    A factory whose weights are not `RewardWeights` names its parser in a ``parse_rewards``
-    attribute (the planner's ``per_turn``); an unregistered id is left for `make` to report."""
-    from searchgym.envs.factories import reward_weights
-
+    """Raise `ConfigError` if ``rewards`` are not weights env ``id`` takes, without making it: the
+    weights class is the one its factory's ``rewards`` parameter is annotated with (the
+    planner's `PlannerRewards` adds ``per_turn``), `RewardWeights` by default. An unregistered
+    id is left for `make` to report."""
     entry_point = gym.registry[id].entry_point if id in gym.registry else None
     if isinstance(entry_point, str):
-        module, _, name = entry_point.partition(":")
-        entry_point = getattr(importlib.import_module(module), name)
-    getattr(entry_point, "parse_rewards", reward_weights)(rewards)
+        entry_point = load_env_creator(entry_point)
+    weights_class(entry_point).parse(rewards)
+
+
+def weights_class(factory: Any) -> type[RewardWeights]:
+    """The `RewardWeights` class in ``factory``'s ``rewards`` annotation (`RewardWeights` if none).
+
+    >>> from searchgym.envs.planner_factories import fictional_planner
+    >>> weights_class(fictional_planner).__name__, weights_class(lambda rewards=None: None).__name__
+    ('PlannerRewards', 'RewardWeights')
+    """
+    try:
+        hint = typing.get_type_hints(factory).get("rewards")
+    except (TypeError, NameError):  # not a function, or annotations that name what is not imported
+        return RewardWeights
+    options = typing.get_args(hint) or (hint,)
+    return next((t for t in options if isinstance(t, type) and issubclass(t, RewardWeights)), RewardWeights)
 
 
 def list_ids(namespace: str | None = NAMESPACE) -> list[str]:

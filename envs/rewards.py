@@ -1,20 +1,23 @@
-"""Reward components as small pure functions, and the weights that combine them.
+"""The weights of an env's reward terms, and the pure functions that measure them.
 
-Per step, the env reports each component and their weighted sum:
+`RewardWeights` names the weight of each step term (`step_terms`) and the episode terms; the
+`searchgym.envs.rubric.Rubric` built from them sums the terms. Per step, the env measures:
 
-- a ``search`` step costs ``per_search + per_1k_obs_tokens * obs_tokens / 1000`` (charged at once,
-  or, with ``cost_only_if_correct``, all at the answer and only when the answer is exactly right);
-- the ``answer`` step earns ``outcome * outcome_metric(prediction) + format * format_score``;
-- an invalid step earns nothing.
+- an ``answer`` step's ``outcome`` (`outcome_reward`) and ``format`` (`format_reward`);
+- what a step that reaches the world charges (`charges`): ``search_calls`` and
+  ``obs_tokens_1k`` (thousands of observation tokens), at once, or, with
+  ``cost_only_if_correct``, all at the answer and only when the answer is exactly right;
+- an invalid step measures nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
-from searchgym.config_types import check_field_types
+from searchgym.config_types import check_field_types, known_fields
+from searchgym.envs.rubric import Rubric, Term
 from searchgym.errors import ConfigError
 from searchgym.registry import REWARDS
 from searchgym.tasks.metrics import cover_em, exact_match, f1
@@ -25,7 +28,7 @@ _METRICS = {"em": exact_match, "f1": f1, "cover_em": cover_em}
 
 @dataclass(frozen=True)
 class RewardWeights:
-    """How reward components combine into the scalar reward."""
+    """The weights of the reward terms (`searchgym.envs.rubric`); costs are charged, not earned."""
 
     outcome_metric: OutcomeMetric = "em"
     """Score of the final answer: exact match, token F1, or gold contained in the answer."""
@@ -62,6 +65,50 @@ class RewardWeights:
                 raise ConfigError(f"the weight of reward term {name!r} must be a number, got {weight!r}")
             REWARDS.spec(name)  # an unknown name fails here, suggesting the closest
 
+    @classmethod
+    def parse(cls, rewards: RewardWeights | Mapping[str, Any] | None) -> RewardWeights:
+        """Weights given as the dataclass or as a mapping of its fields (from YAML or the CLI);
+        an unknown field is a `ConfigError` naming the known ones.
+
+        >>> RewardWeights.parse({"per_search": 0.1}).per_search
+        0.1
+        """
+        if rewards is None:
+            return cls()
+        if isinstance(rewards, RewardWeights):
+            return rewards if isinstance(rewards, cls) else cls(**asdict(rewards))
+        if not isinstance(rewards, Mapping):
+            raise ConfigError(f"reward weights are a mapping of their fields, got {rewards!r}")
+        return cls(**known_fields(cls, dict(rewards), "reward weight"))
+
+    def rubric(self) -> Rubric:
+        """The env's rubric: its step terms (`step_terms`), then its episode terms."""
+        episode = [Term(n, float(w), "episode", REWARDS.resolve(n)) for n, w in self.terms.items()]
+        return Rubric((*self.step_terms(), *episode))
+
+    def step_terms(self) -> tuple[Term, ...]:
+        """The terms the env measures at every step, with these weights (costs negative)."""
+        return (
+            Term("outcome", float(self.outcome)),
+            Term("format", float(self.format)),
+            Term("search_calls", -self.per_search or 0.0),
+            Term("obs_tokens_1k", -self.per_1k_obs_tokens or 0.0),
+        )
+
+    def charges(self, n_calls: int, obs_tokens: int) -> dict[str, float]:
+        """What a step charges for ``n_calls`` calls that showed ``obs_tokens`` tokens: nothing
+        now with ``cost_only_if_correct`` (the answer charges the episode's total then).
+
+        >>> RewardWeights().charges(1, 500), RewardWeights(cost_only_if_correct=True).charges(1, 500)
+        ({'search_calls': 1.0, 'obs_tokens_1k': 0.5}, {})
+        """
+        return {} if self.cost_only_if_correct else usage(n_calls, obs_tokens)
+
+
+def usage(n_calls: int, obs_tokens: int) -> dict[str, float]:
+    """The cost terms' values for ``n_calls`` calls that showed ``obs_tokens`` tokens."""
+    return {"search_calls": float(n_calls), "obs_tokens_1k": obs_tokens / 1000}
+
 
 def outcome_reward(prediction: str, answers: Sequence[str], metric: OutcomeMetric = "em") -> float:
     """Score a final answer against the gold answers.
@@ -79,21 +126,3 @@ def format_reward(n_invalid: int, n_extra_calls: int) -> float:
     (1.0, 0.0, 0.0)
     """
     return float(n_invalid == 0 and n_extra_calls == 0)
-
-
-def search_cost(n_searches: int, obs_tokens: int, weights: RewardWeights) -> float:
-    """The (positive) cost of ``n_searches`` calls that showed ``obs_tokens`` tokens.
-
-    >>> search_cost(2, 500, RewardWeights(per_search=0.1, per_1k_obs_tokens=0.2))
-    0.30000000000000004
-    """
-    return weights.per_search * n_searches + weights.per_1k_obs_tokens * obs_tokens / 1000
-
-
-def combine(outcome: float, format_score: float, cost: float, weights: RewardWeights) -> float:
-    """The scalar reward of one step from its components.
-
-    >>> combine(1.0, 1.0, 0.5, RewardWeights(format=0.25))
-    0.75
-    """
-    return weights.outcome * outcome + weights.format * format_score - cost

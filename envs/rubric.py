@@ -1,14 +1,28 @@
-"""Rewards as a rubric: named, weighted terms, each logged as its own component.
+"""Rewards as one rubric: named, weighted terms, each logged under its name.
 
-Every env reports its built-in terms step by step, with the weights of `RewardWeights`: ``outcome``
-(the answer's EM/F1), ``format`` (every action well formed) and ``cost`` (per search and per 1,000
-observation tokens, or only on a correct answer). Episode terms come on top: any function of the
-finished episode, ``fn(episode: EpisodeRecord) -> float``, named in ``RewardWeights.terms`` as
-``{name: weight}`` where ``name`` is registered (`searchgym.register_reward`) or ``module:attr``.
-`Rubric` scores them once, when the episode ends (answered or truncated): the step's reward gains
-``weight * fn(episode)`` and ``info["reward_components"][name]`` is ``fn(episode)``. The trainer
-adds ``info_gain`` (IGPO), which needs the policy itself.
+A reward is the weighted sum of terms. Each `Term` declares when it is scored:
 
+- ``step`` terms are measured by the env at every step: ``outcome`` (the answer's EM/F1, or
+  cover EM), ``format`` (every action well formed) and the costs, which have negative weights:
+  ``search_calls`` (calls charged, weight ``-per_search``), ``obs_tokens_1k`` (thousands of
+  observation tokens charged, weight ``-per_1k_obs_tokens``) and the planner's ``turns``
+  (``-per_turn``). With ``cost_only_if_correct`` the costs are all charged at a correct answer;
+- ``episode`` terms are functions of the finished episode, ``fn(episode: EpisodeRecord) -> float``,
+  named in ``RewardWeights.terms`` as ``{name: weight}`` where ``name`` is registered
+  (`searchgym.register_reward`) or ``module:attr``; `EpisodeTerms` adds them to the step that ends
+  the episode (answered or truncated);
+- ``trainer`` terms need the policy itself and are computed by the trainer: ``info_gain`` (IGPO).
+
+An env's `Rubric` is ``env.unwrapped.rubric``; ``info["reward_components"][name]`` is each step or
+episode term's value (unweighted). Adapters hand the rubric to other trainers as named, weighted
+functions (`Rubric.weights`).
+
+>>> from searchgym.envs.rewards import RewardWeights
+>>> rubric = RewardWeights(format=0.2, per_search=0.1).rubric()
+>>> rubric.weights()
+{'outcome': 1.0, 'format': 0.2, 'search_calls': -0.1, 'obs_tokens_1k': -0.0}
+>>> round(rubric.total({"outcome": 1.0, "format": 1.0, "search_calls": 2.0, "obs_tokens_1k": 0.5}), 6)
+1.0
 >>> from searchgym.tasks.task import Task
 >>> episode = EpisodeRecord(Task("t", "q?", ("Paris",), evidence=("d1", "d2")), [{"doc_ids": ["d1", "d9"]}])
 >>> evidence_recall(episode)
@@ -17,14 +31,16 @@ adds ``info_gain`` (IGPO), which needs the policy itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 
-from searchgym.registry import REWARDS
+from searchgym.errors import ConfigError
 from searchgym.tasks.task import Task
+
+When = Literal["step", "episode", "trainer"]
 
 
 @dataclass(frozen=True)
@@ -59,17 +75,67 @@ def evidence_recall(episode: EpisodeRecord) -> float:
     return len(evidence & episode.retrieved) / len(evidence) if evidence else 0.0
 
 
-def resolve_terms(terms: Mapping[str, float]) -> list[tuple[str, float, RewardFn]]:
-    """``(name, weight, fn)`` for each of ``terms``; an unknown name is a `ConfigError`."""
-    return [(name, float(weight), REWARDS.resolve(name)) for name, weight in terms.items()]
+@dataclass(frozen=True)
+class Term:
+    """One named reward term: its weight, when it is scored, and for an ``episode`` term the
+    function that scores it (``step`` terms are measured by the env, ``trainer`` terms by the
+    trainer). A cost has a negative weight."""
+
+    name: str
+    weight: float
+    when: When = "step"
+    fn: RewardFn | None = None
+
+    def __post_init__(self) -> None:
+        if (self.when == "episode") != (self.fn is not None):
+            raise ConfigError(f"reward term {self.name!r}: episode terms, and only they, have a function")
 
 
-class Rubric(gym.Wrapper[str, str, str, str]):
-    """Add episode reward terms (``[(name, weight, fn), ...]``) to the step that ends an episode."""
+@dataclass(frozen=True)
+class Rubric:
+    """The reward terms of an env (and of its trainer), in the order they are summed."""
 
-    def __init__(self, env: gym.Env[str, str], terms: list[tuple[str, float, RewardFn]]) -> None:
+    terms: tuple[Term, ...]
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.terms]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ConfigError(f"reward term(s) {repeated} appear twice; each term has one name")
+
+    def plus(self, *terms: Term) -> Rubric:
+        """This rubric with ``terms`` added (e.g. the trainer's ``info_gain``)."""
+        return Rubric((*self.terms, *terms))
+
+    def at(self, when: When) -> tuple[Term, ...]:
+        return tuple(t for t in self.terms if t.when == when)
+
+    def weight(self, name: str) -> float:
+        """The weight of term ``name`` (0 for a term the rubric does not have)."""
+        return next((t.weight for t in self.terms if t.name == name), 0.0)
+
+    def weights(self, when: Iterable[When] = ("step", "episode")) -> dict[str, float]:
+        """``{name: weight}`` of the terms scored ``when``: an episode's reward is the weighted
+        sum of its summed ``reward_components`` (what adapters hand to other trainers)."""
+        return {t.name: t.weight for t in self.terms if t.when in tuple(when)}
+
+    def total(self, values: Mapping[str, float], when: When = "step") -> float:
+        """The weighted sum of the ``when`` terms' ``values``: the gains, less `cost`."""
+        gains = sum(t.weight * values[t.name] for t in self.at(when) if t.name in values and t.weight >= 0)
+        return gains - self.cost(values, when)
+
+    def cost(self, values: Mapping[str, float], when: When = "step") -> float:
+        """What the ``when`` cost terms (negative weights) of ``values`` charge, as a positive number."""
+        return sum(-t.weight * values[t.name] for t in self.at(when) if t.name in values and t.weight < 0)
+
+
+class EpisodeTerms(gym.Wrapper[str, str, str, str]):
+    """Add the rubric's ``episode`` terms to the step that ends an episode: the step's reward gains
+    ``weight * fn(episode)`` and ``info["reward_components"][name]`` is ``fn(episode)``."""
+
+    def __init__(self, env: gym.Env[str, str], terms: Iterable[Term]) -> None:
         super().__init__(env)
-        self.terms = terms
+        self.terms = tuple(terms)
         self._task: Task | None = None
         self._steps: list[tuple[str, str, dict[str, Any]]] = []
 
@@ -93,15 +159,16 @@ class Rubric(gym.Wrapper[str, str, str, str]):
             truncated=bool(truncated),
         )
         components = dict(info["reward_components"])
-        for name, weight, fn in self.terms:
-            value = float(fn(record))
-            components[name] = value
-            reward += weight * value
+        for term in self.terms:
+            assert term.fn is not None
+            value = float(term.fn(record))
+            components[term.name] = value
+            reward += term.weight * value
         info["reward_components"] = components
         return observation, reward, terminated, truncated, info
 
 
 def with_rubric(env: gym.Env[str, str]) -> gym.Env[str, str]:
-    """``env`` under a `Rubric` of its reward weights' episode terms (``env`` itself if none)."""
-    terms = getattr(getattr(env.unwrapped, "rewards", None), "terms", None)
-    return Rubric(env, resolve_terms(terms)) if terms else env
+    """``env`` under `EpisodeTerms` of its rubric's episode terms (``env`` itself if none)."""
+    terms = env.unwrapped.rubric.at("episode")
+    return EpisodeTerms(env, terms) if terms else env

@@ -9,7 +9,7 @@ from searchgym.config_types import check_int
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.text_env import MAX_OBSERVATION_CHARS as MAX_OBSERVATION_CHARS
-from searchgym.envs.text_env import RetrieverEnv
+from searchgym.envs.text_env import Charges, RetrieverEnv
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
 from searchgym.retrievers.base import Retriever
@@ -25,7 +25,8 @@ class SearchEnv(RetrieverEnv):
     turn limit of its own: the factories (`searchgym.envs.factories.search_env`, behind the
     registered ids) put it under a `TurnLimit` of ``max_turns``, which truncates the episode.
 
-    Every ``info`` carries the step's reward components (``outcome``, ``format``, ``cost``),
+    Every ``info`` carries the step's reward components (the values of the rubric's terms:
+    ``outcome``, ``format``, ``search_calls``, ``obs_tokens_1k`` and any episode terms),
     the episode's counters (``n_searches``, ``n_invalid``, ``n_extra_calls``, ``n_errors``,
     ``obs_tokens``) and the step's ``tool`` and ``error``; the answer step adds ``prediction``,
     ``em``, ``f1``, ``cover_em`` and ``evidence_recall``.
@@ -53,11 +54,11 @@ class SearchEnv(RetrieverEnv):
         super().__init__(tasks, retriever, protocol, rewards, top_k=top_k, max_obs_tokens=max_obs_tokens)
 
     # -- tools -------------------------------------------------------------------------------
-    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
+    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
         if call.name == "search":
-            observation, cost = self._search(call, info)
-            return observation, 0.0, 0.0, cost
+            observation, charges = self._search(call, info)
+            return observation, 0.0, 0.0, charges
         return self._answer(call, info)
 
-    def _answer(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
+    def _answer(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
         return "", *self._score_answer(call.arguments["answer"], info)

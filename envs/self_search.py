@@ -20,6 +20,7 @@ from searchgym.envs.observations import count_tokens
 from searchgym.envs.protocols import TagsProtocol
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
+from searchgym.envs.text_env import Charges
 from searchgym.envs.tools import ToolCall
 from searchgym.tasks.task import Task
 
@@ -76,21 +77,20 @@ class SelfSearchEnv(SearchEnv):
             "error": None,
             "self_information": True,
             "info_tokens": count_tokens(action),
-            "reward_components": {"outcome": 0.0, "format": 0.0, "cost": 0.0},
+            "reward_components": dict.fromkeys((t.name for t in self.rubric.at("step")), 0.0),
             **self._counts,
         }
         return ("\n\n" if closed else f"{CLOSE}\n\n"), 0.0, False, False, info
 
-    def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float]:
+    def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, Charges]:
         self._counts["n_searches"] += 1
         info["query"] = call.arguments["query"]
         self._writing = True
-        cost = 0.0 if self.rewards.cost_only_if_correct else self.rewards.per_search
-        return f"\n\n{OPEN}", cost
+        return f"\n\n{OPEN}", self.rewards.charges(1, 0)
 
-    def _answer(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
-        observation, outcome, fmt, cost = super()._answer(call, info)
+    def _answer(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
+        observation, outcome, fmt, charges = super()._answer(call, info)
         if self._answer_tags > MAX_ANSWER_TAGS:  # SSRL: answer-tag spam cuts the outcome by 4x
             outcome /= 4
         info["answer_tags"] = self._answer_tags
-        return observation, outcome, fmt, cost
+        return observation, outcome, fmt, charges

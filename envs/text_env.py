@@ -2,9 +2,11 @@
 
 A `TextEnv` picks a task at ``reset``, shows the protocol's instructions, and at each ``step``
 parses the agent's text into one tool call, runs it through the env's `_call` and reports the
-reward components and the episode's counters in ``info``. An env declares its `_counters`, starts
-its own per-episode state in `_new_episode`, runs its tools in `_call`, and says what a correct
-answer costs (`_episode_cost`) and how much of the evidence the agent saw (`_evidence_recall`).
+values of its rubric's step terms (``reward_components``) and the episode's counters in ``info``;
+its reward is their weighted sum (`searchgym.envs.rubric.Rubric`, ``env.rubric``). An env declares
+its `_counters`, starts its own per-episode state in `_new_episode`, runs its tools in `_call`, and
+says what a correct answer is charged with ``cost_only_if_correct`` (`_episode_charges`) and how
+much of the evidence the agent saw (`_evidence_recall`).
 `RetrieverEnv` adds the ``search`` tool over a `Retriever` that `SearchEnv` and `PlannerEnv` use.
 """
 
@@ -20,7 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from searchgym.envs.observations import count_tokens, format_docs, truncate_tokens
 from searchgym.envs.protocols import ActionProtocol
-from searchgym.envs.rewards import RewardWeights, combine, format_reward, outcome_reward, search_cost
+from searchgym.envs.rewards import RewardWeights, format_reward, outcome_reward, usage
 from searchgym.envs.spaces import UnicodeText
 from searchgym.envs.tools import Invalid, ToolCall
 from searchgym.errors import RetrieverError
@@ -32,6 +34,8 @@ MAX_OBSERVATION_CHARS = 10_000_000
 WORLD_FAILURES = (RetrieverError, TimeoutError, ConnectionError)
 """Failures of the world a tool reaches: shown to the agent and counted, never raised."""
 SHARED_KWARGS = ("generator",)
+Charges = dict[str, float]
+"""The cost terms' values a step is charged (``{"search_calls": 1.0, "obs_tokens_1k": 0.2}``)."""
 
 
 class TextEnv(gym.Env[str, str]):
@@ -45,6 +49,7 @@ class TextEnv(gym.Env[str, str]):
         self.tasks = tasks
         self.protocol = protocol
         self.rewards = rewards
+        self.rubric = rewards.rubric()
         self.action_space = UnicodeText(self.protocol.max_chars)
         self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
         self._task: Task | None = None
@@ -89,7 +94,7 @@ class TextEnv(gym.Env[str, str]):
         parsed = self.protocol.parse(action)
         info: dict[str, Any] = {"turn": self._turn, "tool": None, "error": None}
         outcome = fmt = 0.0
-        cost = self._turn_cost()
+        charges = self._turn_charges()
         if isinstance(parsed, Invalid):
             self._counts["n_invalid"] += 1
             info["error"] = parsed.reason
@@ -98,9 +103,9 @@ class TextEnv(gym.Env[str, str]):
             parsed = _cleaned(parsed)
             info["tool"] = parsed.name
             self._counts["n_extra_calls"] += parsed.extra_calls
-            observation, outcome, fmt, call_cost = self._call(parsed, info)
-            cost += call_cost
-        return observation, self._reward(outcome, fmt, cost, info), self._done, False, info
+            observation, outcome, fmt, call_charges = self._call(parsed, info)
+            charges = add_charges(charges, call_charges)
+        return observation, self._reward(outcome, fmt, charges, info), self._done, False, info
 
     def close(self) -> None:
         """Closing is idempotent; what the env was given (retriever, generator) is shared and stays open."""
@@ -110,16 +115,16 @@ class TextEnv(gym.Env[str, str]):
     def _new_episode(self) -> None:
         """Start the env's own per-episode state (the task, turn and counters are set)."""
 
-    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
-        """Run one tool call: (observation, outcome, format, cost) of the step."""
+    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
+        """Run one tool call: the step's observation, outcome, format and charges."""
         raise NotImplementedError
 
-    def _turn_cost(self) -> float:
-        """The cost of a turn of any kind, on top of what its tool costs."""
-        return 0.0
+    def _turn_charges(self) -> Charges:
+        """What a turn of any kind is charged, on top of its tool's charges."""
+        return {}
 
-    def _episode_cost(self) -> float:
-        """With ``cost_only_if_correct``: what the episode costs, charged at a correct answer."""
+    def _episode_charges(self) -> Charges:
+        """With ``cost_only_if_correct``: what the episode is charged at a correct answer."""
         raise NotImplementedError
 
     def _evidence_recall(self) -> float | None:
@@ -142,29 +147,28 @@ class TextEnv(gym.Env[str, str]):
             raise TypeError(f"actions are text (str), got {type(action).__name__}")
         self._turn += 1
 
-    def _result(self, text: str, n_calls: int, info: dict[str, Any]) -> tuple[str, float]:
+    def _result(self, text: str, n_calls: int, info: dict[str, Any]) -> tuple[str, Charges]:
         """The observation that shows a tool's ``text`` (as `clean_text`: a document may hold what
-        the agent's tokenizer cannot take), and its cost: ``n_calls`` calls that reached the world
-        and the observation's tokens (none now with ``cost_only_if_correct``)."""
+        the agent's tokenizer cannot take), and its charges: ``n_calls`` calls that reached the
+        world and the observation's tokens (none now with ``cost_only_if_correct``)."""
         observation = self.protocol.format_result(clean_text(text))
         tokens = count_tokens(observation)
         self._counts["obs_tokens"] += tokens
         info["step_obs_tokens"] = tokens
-        cost = 0.0 if self.rewards.cost_only_if_correct else search_cost(n_calls, tokens, self.rewards)
-        return observation, cost
+        return observation, self.rewards.charges(n_calls, tokens)
 
     def _score_answer(
         self, prediction: str, info: dict[str, Any], *, format_score: bool = True
-    ) -> tuple[float, float, float]:
-        """End the episode on the answer ``prediction``: (outcome, format, cost charged now), with
+    ) -> tuple[float, float, Charges]:
+        """End the episode on the answer ``prediction``: (outcome, format, charges now), with
         the answer's scores in ``info``. Without ``format_score`` the format component is 0."""
         assert self._task is not None
         scores = score_answer(prediction, self._task.answers)
         outcome = outcome_reward(prediction, self._task.answers, self.rewards.outcome_metric)
         fmt = format_reward(self._counts["n_invalid"], self._counts["n_extra_calls"]) if format_score else 0.0
-        cost = 0.0
+        charges = {}
         if self.rewards.cost_only_if_correct and scores.em == 1.0:
-            cost = self._episode_cost()
+            charges = self._episode_charges()
         info.update(
             prediction=prediction,
             em=scores.em,
@@ -173,13 +177,20 @@ class TextEnv(gym.Env[str, str]):
             evidence_recall=self._evidence_recall(),
         )
         self._done = True
-        return outcome, fmt, cost
+        return outcome, fmt, charges
 
-    def _reward(self, outcome: float, fmt: float, cost: float, info: dict[str, Any]) -> float:
-        """Record the components and counters in ``info``; the weighted reward."""
-        info["reward_components"] = {"outcome": outcome, "format": fmt, "cost": cost}
+    def _reward(self, outcome: float, fmt: float, charges: Charges, info: dict[str, Any]) -> float:
+        """Record the step terms' values (``reward_components``) and the counters in ``info``;
+        the rubric's weighted sum of the values."""
+        values = self._step_values(outcome, fmt, charges)
+        info["reward_components"] = values
         info.update(self._info_counts())
-        return combine(outcome, fmt, cost, self.rewards)
+        return self.rubric.total(values)
+
+    def _step_values(self, outcome: float, fmt: float, charges: Charges) -> dict[str, float]:
+        """Every step term's value, in the rubric's order (0 for a cost not charged)."""
+        values = {t.name: charges.get(t.name, 0.0) for t in self.rubric.at("step")}
+        return values | {"outcome": outcome, "format": fmt}
 
     def _pick_task(self, options: dict[str, Any]) -> Task:
         unknown = set(options) - {"task", "task_index"}
@@ -193,6 +204,15 @@ class TextEnv(gym.Env[str, str]):
         if "task_index" in options:
             return self.tasks[options["task_index"]]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+
+def add_charges(a: Charges, b: Charges) -> Charges:
+    """Two steps' charges together.
+
+    >>> add_charges({"turns": 1.0}, {"turns": 1.0, "search_calls": 1.0})
+    {'turns': 2.0, 'search_calls': 1.0}
+    """
+    return {name: a.get(name, 0.0) + b.get(name, 0.0) for name in {**a, **b}}
 
 
 def _cleaned(call: ToolCall) -> ToolCall:
@@ -226,7 +246,7 @@ class RetrieverEnv(TextEnv):
         self._retrieved: set[str] = set()
         self._searches: list[tuple[str, str]] = []  # each search's query and the text it showed
 
-    def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float]:
+    def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, Charges]:
         assert self._task is not None
         query = call.arguments["query"]
         self._counts["n_searches"] += 1
@@ -249,8 +269,8 @@ class RetrieverEnv(TextEnv):
         info["doc_ids"] = [d.id for d in docs]
         return self._result(text, 1, info)
 
-    def _episode_cost(self) -> float:
-        return search_cost(self._counts["n_searches"], self._counts["obs_tokens"], self.rewards)
+    def _episode_charges(self) -> Charges:
+        return usage(self._counts["n_searches"], self._counts["obs_tokens"])
 
     def _evidence_recall(self) -> float | None:
         assert self._task is not None

@@ -9,9 +9,9 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 from searchgym.config_types import check_int
 from searchgym.envs.protocols import ActionProtocol, make_protocol
-from searchgym.envs.rewards import RewardWeights, search_cost
+from searchgym.envs.rewards import RewardWeights, usage
 from searchgym.envs.text_env import MAX_OBSERVATION_CHARS as MAX_OBSERVATION_CHARS
-from searchgym.envs.text_env import WORLD_FAILURES, TextEnv
+from searchgym.envs.text_env import WORLD_FAILURES, Charges, TextEnv
 from searchgym.envs.tools import ToolCall
 from searchgym.envs.web_tools import (
     WEB_TOOLS,
@@ -102,14 +102,14 @@ class WebEnv(TextEnv):
         self._page: tuple[Page, list[str]] | None = None
 
     # -- tools -------------------------------------------------------------------------------
-    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, float]:
+    def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
         if call.name == "answer":
             return "", *self._score_answer(call.arguments["answer"], info)
         calls_before = self._web_calls
         handler = {"search": self._search, "open": self._open, "follow": self._follow, "find": self._find}
         text = handler[call.name](call.arguments, info)
-        observation, cost = self._result(text, self._web_calls - calls_before, info)
-        return observation, 0.0, 0.0, cost
+        observation, charges = self._result(text, self._web_calls - calls_before, info)
+        return observation, 0.0, 0.0, charges
 
     def _search(self, args: dict[str, str], info: dict[str, Any]) -> str:
         query = info["query"] = args["query"]
@@ -192,8 +192,8 @@ class WebEnv(TextEnv):
         info["error"] = message
         return message
 
-    def _episode_cost(self) -> float:
-        return search_cost(self._web_calls, self._counts["obs_tokens"], self.rewards)
+    def _episode_charges(self) -> Charges:
+        return usage(self._web_calls, self._counts["obs_tokens"])
 
     def _evidence_recall(self) -> float | None:
         evidence = self._task.evidence if self._task else ()

@@ -23,6 +23,23 @@ from typing import Any, Literal
 from searchgym.errors import ConfigError, DataNotFoundError
 
 
+def known_fields(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:
+    """``values`` if every key is a field of dataclass ``cls``, else a `ConfigError` naming them
+    (``what`` names the fields in the message).
+
+    >>> from searchgym.generation import SamplingParams
+    >>> known_fields(SamplingParams, {"temprature": 0.5}, "sampling field")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.ConfigError: unknown sampling field(s) ['temprature']; known: [...]
+    """
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown {what}(s) {unknown}; known: {sorted(known)}")
+    return values
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's docstring (the string literal under it in the class body), by field name, for
     the fields of ``cls`` and of its dataclass bases; a field without one is left out.

@@ -1,6 +1,7 @@
 """The dependency direction of DESIGN.md, read from the import statements (those inside functions
 included): ground floor <- tasks, retrievers <- envs <- agents (policies, scripted <- train,
-integrations) <- the CLI; and no import cycles between modules."""
+integrations) <- the CLI; within a training step, each part below the loop that runs it; and no
+import cycles between modules."""
 
 import ast
 from pathlib import Path
@@ -18,6 +19,8 @@ PACKAGES = {
 }
 GROUND_FLOOR = ("errors", "files", "generation", "registry", "stats")
 CLI = ("searchgym.cli", "searchgym.commands", "searchgym.sweep", "searchgym.plots")
+TRAIN = "searchgym.agents.train"
+STEP = ("schedule", "engine", "play", "evaluation", "rewards", "update", "grpo")
 # module prefix -> module prefixes it must not import
 FORBIDDEN = {
     **{
@@ -38,6 +41,11 @@ FORBIDDEN = {
     "searchgym.agents.rollout": ("searchgym.agents.train", *CLI),
     "searchgym.agents": CLI,
     "searchgym.viewer": ("searchgym.envs", "searchgym.agents", "searchgym.retrievers", *CLI),  # reads files
+    # one training step, bottom to top: schedule <- play <- rewards <- update <- grpo (the loop)
+    **{
+        f"{TRAIN}.{m}": (*(f"{TRAIN}.{above}" for above in STEP[i + 1 :]), *CLI) for i, m in enumerate(STEP)
+    },  # fmt: skip
+    "searchgym.envs.rubric": ("searchgym.envs.rewards", "searchgym.envs.text_env", "searchgym.agents", *CLI),
 }
 
 

@@ -11,7 +11,8 @@ session, with pydantic messages. Here:
   tools' schemas and the server's ``session_id``) in ``metadata``.
 - `SearchgymState`: the episode so far (task, turn, summed reward and components, counters).
 
-`SearchgymEnvironment` plays one `EnvSession`. Its ``reset`` takes ``seed``, ``task_index`` and
+`SearchgymEnvironment` plays one `EnvSession`; its ``rubric`` is the env's rubric as OpenEnv's
+(`TermsRubric`: one child per reward term, named like it). Its ``reset`` takes ``seed``, ``task_index`` and
 ``task_id``; the step of an env with no episode (OpenEnv's stateless ``POST /step`` makes a fresh
 env each request) raises `NoEpisodeError`, which the server answers with 409.
 """
@@ -23,11 +24,13 @@ from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from openenv.core.rubrics import Rubric, RubricDict
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from searchgym import __version__
 from searchgym.agents.integrations.session import EnvSession, Step
+from searchgym.envs import rubric as searchgym_rubric
 
 
 class NoEpisodeError(RuntimeError):
@@ -75,6 +78,31 @@ class SearchgymState(State):
     obs_tokens: int = 0
 
 
+class TermRubric(Rubric):
+    """One term of the env's rubric: its value in a step's ``reward_components``, and its weight."""
+
+    def __init__(self, name: str, weight: float) -> None:
+        super().__init__()
+        self.name, self.weight = name, weight
+
+    def forward(self, action: Any, observation: Any) -> float:
+        return float(observation.reward_components.get(self.name, 0.0))
+
+
+class TermsRubric(Rubric):
+    """The env's rubric (`searchgym.envs.rubric.Rubric`) as an OpenEnv rubric tree: a child per
+    step and episode term in ``terms`` (``env.rubric.terms["search_calls"]``; each child's
+    ``last_score`` is the term's value at the last step), and a score that is the step's reward,
+    their weighted sum."""
+
+    def __init__(self, rubric: searchgym_rubric.Rubric) -> None:
+        super().__init__()
+        self.terms = RubricDict({name: TermRubric(name, w) for name, w in rubric.weights().items()})
+
+    def forward(self, action: Any, observation: Any) -> float:
+        return sum(self.terms[name].weight * self.terms[name](action, observation) for name in self.terms)
+
+
 class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, SearchgymState]):
     """One session's searchgym env (see the module docstring). Sessions share the env's retriever
     (made once per process by `searchgym.make`), never an episode."""
@@ -82,8 +110,9 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
-        super().__init__()
-        self.session = EnvSession(env_id, **(env_kwargs or {}))
+        session = EnvSession(env_id, **(env_kwargs or {}))
+        super().__init__(rubric=TermsRubric(session.env.unwrapped.rubric))
+        self.session = session
         self._episode_id: str | None = None
         self.first_text = ""
         """The episode's first observation (its instructions and question)."""

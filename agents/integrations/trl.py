@@ -5,7 +5,7 @@ model's chat template, parses the model's tool calls, runs them, appends their r
 messages (masked out of the loss) and scores each finished rollout with ``get_reward()``.
 `TrlEnv` is such a class: ``search(query)`` and ``answer(answer)`` write the call in the env's
 own action protocol and step the searchgym env with it, so retrieval, turn limits, reward
-components and their weights (outcome, format, cost) are exactly the env's; ``get_reward()`` is
+terms and their weights (the env's rubric: outcome, format, costs) are exactly the env's; ``get_reward()`` is
 the episode's summed searchgym reward. `trl_dataset` turns tasks into the rows trl reads: the
 env's own first observation (instructions and question) as the prompt, plus the task, which
 ``reset(**row)`` hands to the env as ``options={"task": ...}``.

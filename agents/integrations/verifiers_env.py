@@ -12,9 +12,9 @@ exports, which ``searchgym/__init__.py`` forwards, lazily, to
 - the tools: the env's `Tool` definitions, each call played through `EnvSession.call`, so
   retrieval, invalid arguments, costs and the turn limit are exactly the env's; the model reads
   `tool_result`;
-- the rewards (`reward_weights`): the env's reward components (outcome, format, cost and any
-  episode terms), each under its own name with the env's weight, so that their weighted sum is
-  the env's summed episode reward.
+- the rewards (`reward_weights`): the terms of the env's rubric (outcome, format, the costs and
+  any episode terms), each under its own name with the env's weight, so that their weighted sum
+  is the env's summed episode reward.
 
 Env options (``split``, ``hops``, ``protocol``, ``rewards``, ...) are the keyword arguments of
 ``searchgym.make``, as ``searchgym eval -E key=value`` passes them.
@@ -36,7 +36,6 @@ from searchgym.agents.integrations.session import (
     tool_message,
 )
 from searchgym.agents.rollout import Episode, sample_tasks
-from searchgym.envs.rewards import RewardWeights
 from searchgym.errors import ConfigError
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
@@ -62,22 +61,22 @@ def env_tasks(session: EnvSession, n: int | None = None, seed: int = 0) -> list[
 
 
 def reward_weights(env: gym.Env) -> dict[str, float]:
-    """The weight of each reward component the env reports in ``info["reward_components"]``: the
-    env's step reward is the weighted sum of its components (the cost enters with weight -1).
+    """The weight of each term of the env's rubric (`searchgym.envs.rubric.Rubric`), whose value
+    the env reports in ``info["reward_components"]``: an episode's reward is the weighted sum of
+    its summed components (costs have negative weights).
 
     >>> import searchgym
-    >>> rewards = {"format": 0.1, "terms": {"evidence_recall": 0.5}}
+    >>> rewards = {"format": 0.1, "per_search": 0.05, "terms": {"evidence_recall": 0.5}}
     >>> reward_weights(searchgym.make(DEFAULT_ENV, rewards=rewards))
-    {'outcome': 1.0, 'format': 0.1, 'cost': -1.0, 'evidence_recall': 0.5}
+    {'outcome': 1.0, 'format': 0.1, 'search_calls': -0.05, 'obs_tokens_1k': 0.0, 'evidence_recall': 0.5}
     """
-    weights = getattr(env.unwrapped, "rewards", None)
-    if not isinstance(weights, RewardWeights):
+    rubric = getattr(env.unwrapped, "rubric", None)
+    if rubric is None:
         raise ConfigError(
-            f"the verifiers adapter hands over RewardWeights' components; {type(env.unwrapped).__name__} "
-            f"rewards with {type(weights).__name__}: use a SearchEnv or WebEnv id"
+            f"the verifiers adapter hands over the env's rubric; {type(env.unwrapped).__name__} has none: "
+            "use a searchgym env id, or give your env a searchgym.envs.rubric.Rubric as .rubric"
         )
-    builtin = {"outcome": weights.outcome, "format": weights.format, "cost": -1.0}
-    return {**builtin, **{name: float(w) for name, w in weights.terms.items()}}
+    return rubric.weights()
 
 
 def tool_result(session: EnvSession, step: Step) -> str:

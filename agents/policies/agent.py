@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.agents.policies.base import Completion, Message, Policy, SamplingParams
+from searchgym.agents.policies.base import Completion, Message, Policy, RolloutEngine, SamplingParams
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
 
@@ -169,7 +169,7 @@ class PolicyAgent:
         return id(self.policy), self._params()
 
     def reset(self, info: dict[str, Any]) -> None:
-        if self.trajectory is not None and hasattr(self.policy, "forget"):  # the last episode ended
+        if self.trajectory is not None and isinstance(self.policy, RolloutEngine):  # the last episode ended
             self.policy.forget(self.trajectory.prompt_ids + self.trajectory.ids)
         protocol = self._protocol = info["protocol"]
         self._stop = tuple(protocol.stop)

@@ -10,7 +10,9 @@ what the GRPO importance ratio compares against. The sampling types live in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from searchgym.errors import ConfigError
@@ -28,6 +30,7 @@ __all__ = [
     "FinishReason",
     "Message",
     "Policy",
+    "RolloutEngine",
     "TokenizedPolicy",
     "SamplingParams",
     "TextGenerator",
@@ -57,7 +60,7 @@ class TrainablePolicy(Policy, Protocol):
     """A `Policy` that GRPO can train: its ``generate`` records the sampled tokens' log-probs,
     ``model`` is the torch module those log-probs come from (the trainer updates it in place),
     ``tokenizer`` is a transformers tokenizer with a chat template, and ``reseed`` restarts the
-    sampling seeds (see `TokenizedPolicy.reseed`)."""
+    sampling seeds (see `TokenizedPolicy.reseed`). It is a `RolloutEngine` too (`check_trainable`)."""
 
     model: Any
     tokenizer: Any
@@ -73,6 +76,8 @@ def check_trainable(policy: object, backend: str) -> TrainablePolicy:
     missing += [m for m in ("generate", "chat", "reseed") if not callable(getattr(policy, m, None))]
     if not missing and not isinstance(policy.model, torch.nn.Module):  # type: ignore[attr-defined]
         missing.append("model as a torch.nn.Module")
+    if not isinstance(policy, RolloutEngine):
+        missing.append("RolloutEngine as a base class (its methods are no-ops to override)")
     if missing:
         raise ConfigError(
             f"policy backend {backend!r} gave a {type(policy).__name__}, which GRPO cannot train: it lacks "
@@ -81,7 +86,31 @@ def check_trainable(policy: object, backend: str) -> TrainablePolicy:
     return policy  # type: ignore[return-value]
 
 
-class TokenizedPolicy:
+class RolloutEngine:
+    """What a policy that plays training episodes may do besides sampling, as no-op defaults that
+    an engine overrides (the CPU engine keeps each episode's keys and values, decodes from an int8
+    copy and batches up to ``max_batch_size`` prompts). The trainer and `PolicyAgent` call these
+    on every `TokenizedPolicy` (HF, the CPU engine, vLLM) without asking what it is."""
+
+    max_batch_size: int | None = None
+    """Prompts decoded in one batch (None: any number): the most episodes worth playing at once."""
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """The episode whose token stream is ``ids`` is over: free what was kept of it."""
+
+    def drop_caches(self) -> None:
+        """Free everything kept of played episodes (before an update changes the weights)."""
+
+    def float_weights(self) -> AbstractContextManager[None]:
+        """A context in which the policy decodes with the float weights the trainer updates."""
+        return contextlib.nullcontext()
+
+    def cached_kv(self, ids: Sequence[int], length: int) -> Any:
+        """The keys and values of ``ids[:length]`` as the engine computed them, or None."""
+        return None
+
+
+class TokenizedPolicy(RolloutEngine):
     """The part of a policy that holds a tokenizer: ``chat`` templates the conversations and
     calls the subclass's ``generate`` on token ids."""
 

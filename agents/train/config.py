@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -10,10 +11,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
+from searchgym.agents.policies.models import resolve_chat_template
+from searchgym.agents.registry import is_policy_agent
 from searchgym.config_types import check_field_types, parse_yaml, read_yaml
 from searchgym.envs.registry import check_rewards
 from searchgym.errors import ConfigError
+from searchgym.generation import SamplingParams
+from searchgym.registry import AGENTS, POLICIES, check_env_id, takes
 
 Advantage = Literal["grpo", "dr_grpo", "stratified", "igpo"]
 Aggregation = Literal["token_mean", "grpo", "dr_grpo"]
@@ -224,17 +230,11 @@ class GRPOConfig:
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         self._check_agents_and_policy()
         if self.chat_template is not None:
-            from searchgym.agents.policies.models import resolve_chat_template
-
             resolve_chat_template(self.chat_template)  # an unknown name or missing file fails here
 
     def _check_env(self) -> None:
         """The env is registered and its factory takes ``split`` and each key of ``env_kwargs``
         (a factory that takes ``**options`` checks those when it is made, before any model loads)."""
-        from gymnasium.envs.registration import load_env_creator
-
-        from searchgym.registry import check_env_id, takes
-
         check_env_id(self.env)
         owned = {"split": "train_split and eval_split", "max_turns": "max_turns", "rewards": "rewards"}
         for key in self.env_kwargs:
@@ -250,9 +250,6 @@ class GRPOConfig:
             )
 
     def _check_agents_and_policy(self) -> None:
-        from searchgym.agents.registry import is_policy_agent
-        from searchgym.registry import AGENTS, POLICIES, takes
-
         for name, agent in (("warm_start_agent", self.warm_start_agent), ("guide", self.guide)):
             if agent is None:
                 continue
@@ -276,6 +273,14 @@ class GRPOConfig:
     @property
     def info_gain_weight(self) -> float:
         return max(self.info_gain, 1.0) if self.advantage == "igpo" else self.info_gain
+
+    @property
+    def sampling(self) -> SamplingParams:
+        """How training episodes are sampled; the update scores their tokens under the same
+        temperature."""
+        return SamplingParams(
+            max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p
+        )
 
 
 def _at_least(low: float) -> tuple[Callable[[Any], bool], str]:
@@ -346,8 +351,6 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(values) - known)
     if unknown:
-        import difflib
-
         hints = [
             f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, known, 1)) else k
             for k in unknown

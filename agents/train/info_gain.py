@@ -23,7 +23,7 @@ from transformers.cache_utils import DynamicCache
 
 from searchgym.agents.policies.agent import Trajectory
 from searchgym.agents.policies.kv import KV, buffer_cache, empty_buffers, with_cache
-from searchgym.agents.train.scoring import keep_last_logits, model_device, right_pad, token_logprobs
+from searchgym.agents.train.scoring import keep_last_logits, model_device, right_pad, target_logprobs
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.tools import ToolCall
 from searchgym.errors import ConfigError
@@ -118,7 +118,7 @@ def _score_batch(model: Any, rows: Sequence[AnswerRow]) -> torch.Tensor:
         start = len(context) + len(prefix)
         targets.append([0] * start + [1] * len(answer))
     input_ids, attention, target_mask = right_pad(sequences, targets, device=model_device(model))
-    return _row_means(token_logprobs(model, input_ids, attention, target_mask), target_mask)
+    return _row_means(target_logprobs(model, input_ids, attention, target_mask), target_mask)
 
 
 def _row_means(logprobs: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
@@ -242,7 +242,7 @@ def _score_probes(model: Any, probes: Sequence[Probe]) -> torch.Tensor:
         target[r, 1 + prefix_length : 1 + prefix_length + len(answer)] = True
     cache = buffer_cache(buffers, width)
     ids, attention, target, positions = (t.to(device) for t in (ids, attention, target, positions))
-    logprobs = token_logprobs(
+    logprobs = target_logprobs(
         model, ids, attention, target, position_ids=positions, use_cache=True, **with_cache(model, cache)
     )
     return _row_means(logprobs, target)

@@ -60,7 +60,7 @@ def target_logits(
     return logits.float() if float32 else logits
 
 
-def token_logprobs(
+def target_logprobs(
     model: Any,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
@@ -68,7 +68,9 @@ def token_logprobs(
     **model_kwargs: Any,
 ) -> torch.Tensor:
     """``log π(input_ids[b, k] | input_ids[b, :k])`` for every ``(b, k)`` where ``target_mask`` is
-    set (k ≥ 1), flattened in row-major order, in float32 (`target_logits`' ``model_kwargs``)."""
+    set (k ≥ 1), flattened in row-major order, in float32 (`target_logits`' ``model_kwargs``): what
+    IGPO's probes and the SFT loss score. The GRPO loss's `searchgym.agents.train.loss.token_logprobs`
+    gives them aligned [B, L - 1] instead, under a temperature, with the entropy."""
     logits = target_logits(model, input_ids, attention_mask, target_mask, **model_kwargs)
     return -torch.nn.functional.cross_entropy(logits, input_ids[target_mask.bool()], reduction="none")
 

@@ -22,28 +22,35 @@ from searchgym.agents.train.loss import Sample
 from searchgym.agents.train.scoring import keep_last_logits
 
 
-def by_prompt(samples: Sequence[Sample]) -> list[tuple[tuple[int, ...], list[Sample]]]:
-    """The samples in runs that share a prompt, as ``(prompt, continuations)``: ``prompt`` is all
-    but the last token before a sample's first policy token, each continuation the sample from
-    that last token on. The samples that share their prompt with no other stay whole, last, under
-    prompt ``()``.
+def by_group(groups: Sequence[Sequence[Sample]]) -> list[tuple[tuple[int, ...], list[Sample]]]:
+    """The samples of a step's groups in runs that share a prompt, as ``(prompt, continuations)``:
+    a group's samples share theirs (its task's instructions and question), and so do the groups of
+    a task played twice in a step (dynamic sampling may draw it again), which read it once.
+    ``prompt`` is all but the last token before a sample's first policy token, each continuation
+    the sample from that last token on. Samples that share their prompt with no other stay whole,
+    last, under prompt ``()``.
 
     >>> a, b = Sample([1, 2, 3, 4], 2, [1, 0], [0, 0], [1, 1]), Sample([1, 2, 3], 2, [1], [0], [1])
     >>> c = Sample([5, 6], 1, [1], [0], [1])
-    >>> [(prompt, [s.ids for s in part]) for prompt, part in by_prompt([a, b, c])]
+    >>> [(prompt, [s.ids for s in part]) for prompt, part in by_group([[a, b], [c]])]
     [((1,), [[2, 3, 4], [2, 3]]), ((), [[5, 6]])]
     """
     runs: dict[tuple[int, ...], list[Sample]] = {}
-    for sample in samples:
-        runs.setdefault(tuple(sample.ids[: sample.start - 1]), []).append(sample)
+    for group in groups:
+        for sample in group:
+            runs.setdefault(tuple(sample.ids[: sample.start - 1]), []).append(sample)
     parts, whole = [], []
     for prompt, run in runs.items():
         if len(run) < 2 or not prompt:
             whole += run
-            continue
-        continuations = [Sample(s.ids[len(prompt) :], 1, s.mask, s.old_logprobs, s.advantages) for s in run]
-        parts.append((prompt, continuations))
+        else:
+            parts.append((prompt, [continuation(s, len(prompt)) for s in run]))
     return parts + [((), whole)] if whole else parts
+
+
+def continuation(sample: Sample, start: int) -> Sample:
+    """``sample`` from token ``start`` on, whose first token is the prompt's last."""
+    return Sample(sample.ids[start:], 1, sample.mask, sample.old_logprobs, sample.advantages)
 
 
 class SharedPrompt:

@@ -1,5 +1,5 @@
 """Warm start: supervised fine-tuning on a scripted agent's episodes, so that a small model
-knows the action protocol before RL.
+knows the action protocol before RL (`warm_start`, as `train` runs it).
 
 The episodes are recorded as the very token streams `PolicyAgent` builds when a model writes
 those actions (the same chat template pieces, inline results, masks and turn boundaries): the
@@ -26,7 +26,9 @@ from searchgym.agents.policies.agent import PolicyAgent, Trajectory
 from searchgym.agents.policies.base import Completion, Message, SamplingParams
 from searchgym.agents.registry import is_policy_agent, make_agent
 from searchgym.agents.rollout import Episode, rollout
-from searchgym.agents.train.scoring import model_device, right_pad, token_logprobs
+from searchgym.agents.train.config import GRPOConfig
+from searchgym.agents.train.schedule import make_env, split_warm_start
+from searchgym.agents.train.scoring import model_device, right_pad, target_logprobs
 from searchgym.errors import ConfigError, TrainingDiverged
 from searchgym.tasks.task import Task
 
@@ -215,7 +217,7 @@ def _step(
         micro = chunk[start : start + batch_size]
         ids, attention, target = right_pad([i for i, _ in micro], [m for _, m in micro], device=device)
         with autocast():
-            loss = -token_logprobs(model, ids, attention, target).sum() / n_tokens
+            loss = -target_logprobs(model, ids, attention, target).sum() / n_tokens
         loss.backward()
         total += float(loss.detach())
     if math.isfinite(total):
@@ -223,3 +225,27 @@ def _step(
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
     return total
+
+
+def warm_start(cfg: GRPOConfig, model: Any, tokenizer: Any, accelerator: Any) -> list[float]:
+    """Supervised fine-tuning on ``cfg.warm_start_agent``'s episodes of training tasks, so that a
+    small model knows the action protocol before RL; returns the per-step losses."""
+    env = make_env(cfg, cfg.train_split)
+    chosen, _ = split_warm_start(list(env.unwrapped.tasks), cfg)
+    env.close()
+    trajectories = oracle_trajectories(
+        [make_env(cfg, cfg.train_split)], chosen, tokenizer, agent=cfg.warm_start_agent, seed=cfg.seed
+    )
+    # the steps of warm_start_batch_size episodes, in micro-batches no larger than the GRPO update's
+    micro = math.gcd(cfg.warm_start_batch_size, cfg.micro_batch_size)
+    return sft(
+        model,
+        trajectories,
+        lr=cfg.warm_start_lr,
+        epochs=cfg.warm_start_epochs,
+        batch_size=micro,
+        grad_accum=cfg.warm_start_batch_size // micro,
+        seed=cfg.seed,
+        autocast=accelerator.autocast,  # bfloat16 where `bf16` asks for it, as in the GRPO update
+        progress=cfg.progress,
+    )

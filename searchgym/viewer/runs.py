@@ -277,7 +277,7 @@ def _eval_env(report: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
 
 def _train_env(config: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The env a training run's config.json made its rollouts with, as
-    ``searchgym.agents.train.episodes.make_env`` makes it: split, turn limit, kwargs, rewards."""
+    ``searchgym.agents.train.schedule.make_env`` makes it: split, turn limit, kwargs, rewards."""
     env, kwargs = config.get("env"), config.get("env_kwargs")
     options = {name: config[key] for key, name in (("train_split", "split"), ("max_turns", "max_turns"))
                if config.get(key) is not None}  # fmt: skip

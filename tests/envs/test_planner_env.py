@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import searchgym
 from searchgym.agents import OracleAgent, run_episodes, summarize
-from searchgym.envs.planner_env import FINISH, PlannerEnv, PlannerRewards, PlannerTurnLimit, plan_cost
+from searchgym.envs.planner_env import FINISH, PlannerEnv, PlannerRewards, PlannerTurnLimit, plan_charges
 from searchgym.envs.reader import NO_SEARCHES, ExtractiveReader, generator_prompt
 from searchgym.envs.rewards import RewardWeights
 from searchgym.errors import ConfigError, PolicyError, RetrieverError
@@ -96,7 +96,13 @@ def test_the_planner_searches_and_finishes_and_the_generator_answers_from_what_i
     assert info["prediction"] == "Paris" and (info["em"], info["f1"], info["cover_em"]) == (1.0, 1.0, 1.0)
     assert info["generator_reply"].startswith("<think>The documents say Paris.</think>")
     assert info["evidence_recall"] == 1.0 and info["n_searches"] == 1 and info["n_turns"] == 2
-    assert info["reward_components"] == {"outcome": 1.0, "format": 1.0, "cost": 0.0}
+    assert info["reward_components"] == {
+        "outcome": 1.0,
+        "format": 1.0,
+        "search_calls": 0.0,
+        "obs_tokens_1k": 0.0,
+        "turns": 1.0,  # charged, at weight 0
+    }
     with pytest.raises(RuntimeError, match="call reset"):
         env.step("<finish></finish>")
 
@@ -150,12 +156,12 @@ def test_rewards_are_the_outcome_and_format_less_the_plan_cost(bm25, weights, ex
     ):
         _, reward, terminated, _, info = env.step(action)
         total += reward
-        costs += info["reward_components"]["cost"]
+        costs += env.unwrapped.rubric.cost(info["reward_components"])
     assert terminated and info["em"] == 1.0
     assert costs == pytest.approx(expected_cost) and info["episode_cost"] == pytest.approx(expected_cost)
     assert info["reward_components"]["format"] == 0.0  # one action was invalid
     assert total == pytest.approx(1.0 - expected_cost)
-    assert plan_cost(2, 4, 0, env.rewards) == pytest.approx(expected_cost)
+    assert env.unwrapped.rubric.cost(plan_charges(2, 4, 0)) == pytest.approx(expected_cost)
 
 
 def test_cost_per_observation_token_and_the_format_weight(bm25):
@@ -177,7 +183,7 @@ def test_cost_only_if_correct_charges_the_whole_plan_at_the_end(bm25, reply, cha
     _, reward, *_ = env.step("<search>capital of France</search>")
     assert reward == 0.0
     _, reward, _, _, info = env.step("<finish></finish>")  # 1 search, 2 turns
-    assert info["reward_components"]["cost"] == pytest.approx(charged)
+    assert env.unwrapped.rubric.cost(info["reward_components"]) == pytest.approx(charged)
     assert reward == pytest.approx(info["em"] - charged)
 
 
@@ -302,5 +308,5 @@ def test_factory_options():
         searchgym.make(ENV_ID, topk=2, **SMALL_WORLD)
     with pytest.raises(ConfigError, match=r"unknown reward weight\(s\) \['per_tern'\]"):
         searchgym.make(ENV_ID, rewards={"per_tern": 0.1}, **SMALL_WORLD)
-    with pytest.raises(ConfigError, match=r"unknown generator_params\(s\) \['tokens'\]"):
+    with pytest.raises(ConfigError, match=r"unknown generator_params field\(s\) \['tokens'\]"):
         searchgym.make(ENV_ID, generator_params={"tokens": 3}, **SMALL_WORLD)

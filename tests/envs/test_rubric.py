@@ -1,11 +1,13 @@
-"""Episode reward terms: a user's function, named in the reward weights, scored once at the end of
-the episode (answered or truncated), weighted into the reward and logged as its own component."""
+"""Rewards as one rubric: named, weighted terms. Episode terms are a user's function, named in the
+reward weights, scored once at the end of the episode (answered or truncated), weighted into the
+reward and logged as its own component; step terms are measured by the env at every step."""
 
 import pytest
 
 import searchgym
 from searchgym.agents import OracleAgent, run_episodes
-from searchgym.envs.rubric import EpisodeRecord, evidence_recall
+from searchgym.envs.registry import check_rewards
+from searchgym.envs.rubric import EpisodeRecord, Rubric, Term, evidence_recall
 from searchgym.errors import ConfigError
 from searchgym.registry import REWARDS
 
@@ -79,3 +81,59 @@ def test_bad_terms_fail_when_the_env_is_made():
             "searchgym/FictionalQA-BM25-v0", rewards={"terms": {"no_such_module:f": 1}}, **SMALL_WORLD
         )
     assert "evidence_recall" in REWARDS and evidence_recall.__doc__
+
+
+@pytest.mark.parametrize(
+    ("env_id", "rewards"),
+    [
+        ("searchgym/FictionalQA-BM25-v0", {"format": 0.2, "per_search": 0.05, "per_1k_obs_tokens": 0.3}),
+        ("searchgym/FictionalQA-BM25-v0", {"per_search": 0.1, "cost_only_if_correct": True}),
+        ("searchgym/FictionalQA-Planner-v0", {"per_search": 0.05, "per_turn": 0.02, "format": 0.1}),
+        ("searchgym/FictionalQA-Web-v0", {"per_search": 0.05, "per_1k_obs_tokens": 0.1}),
+    ],
+)
+def test_every_reward_is_the_rubrics_weighted_sum_of_the_terms_it_logs(env_id, rewards):
+    """One rubric: each step's reward is the weighted sum of the values it logs under the terms'
+    names, so an episode's return is the weighted sum of its summed components (what adapters
+    hand to other trainers), costs included with their negative weights."""
+    rewards = {**rewards, "terms": {"evidence_recall": 0.5}}
+    env = searchgym.make(env_id, rewards=rewards, **SMALL_WORLD)
+    rubric = env.unwrapped.rubric
+    assert [t.name for t in rubric.terms][-1] == "evidence_recall" and rubric.at("trainer") == ()
+    assert rubric.weight("search_calls") == -rewards["per_search"]
+    episodes = run_episodes(lambda: env, OracleAgent, list(env.unwrapped.tasks[:4]))
+    weights = rubric.weights()
+    for episode in episodes:
+        assert set(episode.reward_components) == set(weights)
+        for turn in episode.turns:
+            step = {k: v for k, v in turn.reward_components.items() if k != "evidence_recall"}
+            recall = episode.reward_components["evidence_recall"] if turn is episode.turns[-1] else 0.0
+            assert turn.reward == pytest.approx(rubric.total(step) + 0.5 * recall)
+        weighted = sum(weights[name] * value for name, value in episode.reward_components.items())
+        assert weighted == pytest.approx(episode.total_reward)
+    assert all(rubric.cost(ep.reward_components) > 0 for ep in episodes if ep.em)  # costs charged
+
+
+def test_terms_have_one_name_and_episode_terms_a_function():
+    outcome = Term("outcome", 1.0)
+    with pytest.raises(ConfigError, match=r"reward term\(s\) \['outcome'\] appear twice"):
+        Rubric((outcome, Term("outcome", 0.5)))
+    with pytest.raises(ConfigError, match="episode terms, and only they, have a function"):
+        Term("recall", 1.0, "episode")
+    with pytest.raises(ConfigError, match="episode terms, and only they, have a function"):
+        Term("outcome", 1.0, "step", evidence_recall)
+    rubric = Rubric((outcome, Term("search_calls", -0.1))).plus(Term("info_gain", 2.0, "trainer"))
+    assert rubric.weights() == {"outcome": 1.0, "search_calls": -0.1}  # what an env scores
+    assert rubric.weight("info_gain") == 2.0 and rubric.weight("absent") == 0.0
+    assert rubric.cost({"outcome": 1.0, "search_calls": 3.0}) == pytest.approx(0.3)
+    assert rubric.total({"outcome": 1.0, "search_calls": 3.0}) == pytest.approx(0.7)
+
+
+def test_an_envs_reward_weights_class_is_read_from_its_factory():
+    """`searchgym train` checks reward weights before it makes an env: the planner's factory takes
+    `PlannerRewards` (with ``per_turn``), the others `RewardWeights`."""
+    check_rewards("searchgym/FictionalQA-Planner-v0", {"per_turn": 0.1})
+    with pytest.raises(ConfigError, match=r"unknown reward weight\(s\) \['per_turn'\]"):
+        check_rewards("searchgym/FictionalQA-BM25-v0", {"per_turn": 0.1})
+    with pytest.raises(ConfigError, match="per_turn is a cost and must be >= 0"):
+        check_rewards("searchgym/FictionalQA-Planner-v0", {"per_turn": -1})

@@ -47,7 +47,8 @@ def test_search_then_answer(bm25):
     assert (obs, reward, terminated, truncated) == ("", 1.0, True, False)
     assert info["prediction"] == "the Paris"
     assert (info["em"], info["f1"], info["cover_em"], info["evidence_recall"]) == (1.0, 1.0, 1.0, 1.0)
-    assert info["reward_components"] == {"outcome": 1.0, "format": 1.0, "cost": 0.0}
+    answered = {"outcome": 1.0, "format": 1.0, "search_calls": 0.0, "obs_tokens_1k": 0.0}
+    assert info["reward_components"] == answered  # the costs were charged at the search
 
 
 def test_wrong_answer_and_partial_evidence(bm25):

@@ -94,7 +94,8 @@ def test_search_open_follow_find_answer(site):
     obs, reward, terminated, truncated, info = env.step("<answer> Brask </answer>")
     assert (obs, reward, terminated, truncated) == ("", 1.0, True, False)
     assert info["em"] == 1.0 and info["evidence_recall"] == 1.0 and info["n_errors"] == 0
-    assert info["reward_components"] == {"outcome": 1.0, "format": 1.0, "cost": 0.0}
+    answered = {"outcome": 1.0, "format": 1.0, "search_calls": 0.0, "obs_tokens_1k": 0.0}
+    assert info["reward_components"] == answered  # the costs were charged at each call
 
 
 def test_relative_urls_resolve_against_the_open_page(site):
@@ -245,7 +246,8 @@ def test_cost_only_if_correct_and_partial_evidence(site):
     assert env.step("<search>Orvo</search>")[1] == 0.0
     assert env.step(f"<open>{BASE}wiki/Orvo.html</open>")[1] == 0.0
     *_, info = env.step("<answer>Brask</answer>")
-    assert info["reward_components"]["cost"] == 0.5 and info["evidence_recall"] == 0.5  # Ada's page unread
+    charged = env.unwrapped.rubric.cost(info["reward_components"])
+    assert charged == 0.5 and info["evidence_recall"] == 0.5  # Ada's page unread
 
 
 def test_fictional_web_options_are_checked(tmp_path):

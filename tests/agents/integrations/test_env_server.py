@@ -271,3 +271,26 @@ def test_an_idle_session_is_closed_after_the_timeout():
         while app.state.env_server.active_sessions and time.monotonic() < deadline:
             time.sleep(0.1)
         assert app.state.env_server.active_sessions == 0
+
+
+def test_the_openenv_rubric_is_the_envs_and_scores_each_step_as_the_env_does():
+    """OpenEnv trainers read an env's ``rubric``: one child per reward term, named like it, whose
+    weighted sum is the step's reward (costs and episode terms included)."""
+    from searchgym.agents.integrations.openenv_env import SearchgymEnvironment
+
+    rewards = {"format": 0.2, "per_search": 0.05, "terms": {"evidence_recall": 0.5}}
+    env = SearchgymEnvironment(ENV, {"rewards": rewards})
+    names = [name for name, _ in env.rubric.named_rubrics()]
+    terms = ("outcome", "format", "search_calls", "obs_tokens_1k", "evidence_recall")
+    assert names == ["terms", *(f"terms.{name}" for name in terms)]
+    assert env.rubric.terms["search_calls"].weight == -0.05
+    task = env.reset(seed=0).metadata["task"]
+    for tool, arguments in (
+        ("search", {"query": task["question"]}),
+        ("answer", {"answer": task["answers"][0]}),
+    ):
+        action = SearchgymAction(tool=tool, arguments=arguments)
+        observation = env.step(action)
+        assert env.rubric(action, observation) == pytest.approx(observation.reward)
+    assert observation.done and env.rubric.terms["outcome"].last_score == 1.0
+    assert env.rubric.terms["search_calls"].last_score == 0.0  # charged at the search, not the answer

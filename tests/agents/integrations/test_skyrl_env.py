@@ -89,7 +89,7 @@ def test_steps_return_the_envs_reward_observation_and_info():
     assert out["reward"] == pytest.approx(-0.1) and not out["done"]
     assert out["observations"][0]["role"] == "user"
     assert out["observations"][0]["content"].lstrip().startswith("<information>Doc 1(Title: ")
-    assert out["metadata"]["reward_components"]["cost"] == pytest.approx(0.1)  # weight -1
+    assert out["metadata"]["reward_components"]["search_calls"] == 1.0  # weight -0.1
     assert out["metadata"]["n_searches"] == 1 and out["metadata"]["doc_ids"][0] == task.evidence[0]
     out = env.step(f"<answer> {task.answers[0]} </answer>")
     assert out["done"] and out["observations"] == [] and out["reward"] == 1.0

@@ -72,7 +72,7 @@ def test_verifiers_eval_gives_the_native_figures(protocol):
     assert report["heuristic"]["em"] < report["oracle"]["em"] == 1.0
     if protocol == "tool_calls":
         assert (
-            report["oracle"]["components"]["cost"] > 0
+            report["oracle"]["components"]["search_calls"] > 0
             and report["oracle"]["components"]["evidence_recall"] > 0
         )
     else:
@@ -130,7 +130,7 @@ def test_verifiers03_load_environment_gives_the_native_figures():
             assert got["stop_conditions"] == ["has_final_env_response"]  # the env's episode ended it
         assert report[f"{protocol}/heuristic"]["em"] < report[f"{protocol}/oracle"]["em"] == 1.0
     oracle = report["tool_calls/oracle"]["components"]
-    assert oracle["cost"] > 0 and oracle["evidence_recall"] > 0
+    assert oracle["search_calls"] > 0 and oracle["evidence_recall"] > 0
     check_faults03(report)
 
 
@@ -165,20 +165,30 @@ def test_docs_page_verifiers03_section_runs():
     the Python example (python block 1), in .venv-verifiers03 against the scripted server."""
     report = run_in("verifiers03", SIDE03, "doc", doc_block(PAGE, "bash", 1), doc_block(PAGE, "python", 1))
     assert report["eval"]["n"] == 20 and report["eval"]["em"] == 1.0 and report["eval"]["reward"] == 1.0
-    assert report["eval"]["metrics"] == ["cost", "em", "f1", "format", "num_turns", "outcome", "searches"]
+    assert report["eval"]["metrics"] == [
+        "em",
+        "f1",
+        "format",
+        "num_turns",
+        "obs_tokens_1k",
+        "outcome",
+        "search_calls",
+        "searches",
+    ]
     assert report["python"] == "SearchgymEnv 20 reward 1.0 em 1.0\n"
 
 
 def test_reward_names_and_weights_are_the_envs_and_sum_to_its_reward():
     env = searchgym.make(DEFAULT_ENV, protocol="tool_calls", rewards=REWARDS)
     weights = reward_weights(env)
-    assert weights == {"outcome": 1.0, "format": 0.2, "cost": -1.0, "evidence_recall": 0.5}
+    costs = {"search_calls": -0.05, "obs_tokens_1k": -0.1}
+    assert weights == {"outcome": 1.0, "format": 0.2, **costs, "evidence_recall": 0.5}
     [episode] = run_episodes(
         lambda: env, lambda: make_agent("oracle"), sample_tasks(env.unwrapped.tasks, 1, 0)
     )
     assert set(episode.reward_components) == set(weights)
     weighted = sum(weights[name] * value for name, value in episode.reward_components.items())
-    assert weighted == pytest.approx(episode.total_reward) and episode.reward_components["cost"] > 0
+    assert weighted == pytest.approx(episode.total_reward) and episode.reward_components["search_calls"] > 0
 
 
 def test_tasks_are_the_ones_eval_plays_with_the_envs_first_observation():
@@ -242,7 +252,8 @@ def test_docs_page_runs():
     OpenAI-compatible server, and its Python example (python block 0)."""
     report = run_in("verifiers", SIDE, "doc", doc_block(PAGE, "bash", 0), doc_block(PAGE, "python", 0))
     assert report["eval"]["n"] == 20 and report["eval"]["em"] == 1.0 and report["eval"]["reward"] == 1.0
-    assert report["eval"]["weights"] == {"cost": -1.0, "format": 0.0, "outcome": 1.0}
+    weights = {"format": 0.0, "obs_tokens_1k": 0.0, "outcome": 1.0, "search_calls": 0.0}
+    assert report["eval"]["weights"] == weights
     name, question = report["python"].splitlines()[0].split(" | ")
     assert name == "SearchgymTaskset" and question.startswith("Question: ")
-    assert report["python"].splitlines()[1] == "{'cost': -1.0, 'format': 0.0, 'outcome': 1.0}"
+    assert report["python"].splitlines()[1] == str(dict(sorted(weights.items())))

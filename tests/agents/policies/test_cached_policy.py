@@ -174,7 +174,7 @@ def test_backends_load_with_their_registered_arguments(tiny_llama_dir, tmp_path)
     config, and ``policy_kwargs`` reach the backend."""
     from searchgym.agents.registry import load_policy
     from searchgym.agents.train.config import GRPOConfig
-    from searchgym.agents.train.episodes import load_policies
+    from searchgym.agents.train.engine import load_policies
 
     assert load_policy("cpu-bf16", str(tiny_llama_dir))._copy.dtype == torch.bfloat16
     assert load_policy("cpu", str(tiny_llama_dir))._copy is None

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 from train_config import tiny_config, weights
 
+from searchgym.agents.policies.base import check_trainable
 from searchgym.agents.policies.hf import HFPolicy
 from searchgym.agents.train import grpo
 from searchgym.agents.train.grpo import train
@@ -27,9 +28,13 @@ def test_training_changes_the_parameters_and_logs_finite_metrics(tiny_llama_dir,
     for row in steps:
         assert all(torch.isfinite(torch.tensor(float(v))) for v in row.values())
         assert 0 <= row["loss/clip_fraction"] <= 1 and row["rollout/response_tokens"] > 0
-        assert {"reward/total", "reward/outcome", "reward/cost", "rollout/searches", "loss/entropy"} <= set(
-            row
-        )
+        assert {
+            "reward/total",
+            "reward/outcome",
+            "reward/search_calls",
+            "rollout/searches",
+            "loss/entropy",
+        } <= set(row)
         parts = row["time/rollout_s"] + row["time/score_s"] + row["time/update_s"]
         assert 0 < parts <= row["time/step_s"] + 1e-6  # where the step's time went
     assert summary["eval_before"]["n"] == 2 and summary["eval_after"]["n"] == 2
@@ -112,13 +117,15 @@ def test_the_kl_reference_is_the_warm_started_policy_also_after_a_resume(
 def test_a_non_finite_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(
     tiny_llama_dir, tmp_path, monkeypatch
 ):
-    real_loss = grpo.policy_loss
+    from searchgym.agents.train import update
+
+    real_loss = update.policy_loss
 
     def nan_loss(*args, **kwargs):
         loss, stats = real_loss(*args, **kwargs)
         return loss * float("nan"), stats
 
-    monkeypatch.setattr(grpo, "policy_loss", nan_loss)
+    monkeypatch.setattr(update, "policy_loss", nan_loss)
     with pytest.raises(TrainingDiverged, match="not finite.*last good checkpoint"):
         train(tiny_config(tiny_llama_dir, tmp_path, eval_tasks=0))
     start = weights(tmp_path, 0)
@@ -172,22 +179,22 @@ def test_a_warm_start_alone_is_saved_with_the_chat_template_it_trained_with(tiny
 
 
 def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_dir, tmp_path, monkeypatch):
-    from searchgym.agents.train import episodes as train_episodes
+    from searchgym.agents.train import play as train_play
     from searchgym.agents.train import warm_start
 
     seen: dict[str, set[str]] = {"sft": set(), "grpo": set()}
-    record_sft, play = warm_start.oracle_trajectories, train_episodes.play_groups
+    record_sft, play = warm_start.oracle_trajectories, train_play.play_groups
 
     def recorded_sft(envs, tasks, *args, **kwargs):
         seen["sft"] |= {t.id for t in tasks}
         return record_sft(envs, tasks, *args, **kwargs)
 
-    def recorded_play(policy, envs, tasks, cfg, seed, on_turn=None):
+    def recorded_play(engine, envs, tasks, *args, **kwargs):
         seen["grpo"] |= {t.id for t in tasks}
-        return play(policy, envs, tasks, cfg, seed, on_turn)
+        return play(engine, envs, tasks, *args, **kwargs)
 
     monkeypatch.setattr(warm_start, "oracle_trajectories", recorded_sft)
-    monkeypatch.setattr(train_episodes, "play_groups", recorded_play)
+    monkeypatch.setattr(train_play, "play_groups", recorded_play)
     cfg = tiny_config(tiny_llama_dir, tmp_path, steps=2, warm_start_episodes=4, warm_start_batch_size=4)
     train(cfg)
     assert len(seen["sft"]) == 4 and len(seen["grpo"]) == 2 * cfg.tasks_per_step
@@ -199,7 +206,9 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
     uses them per turn) and records each turn's gain on the episode for the viewer."""
 
     from searchgym.agents.rollout import Episode, Turn
+    from searchgym.agents.train import rewards
     from searchgym.agents.train.config import GRPOConfig
+    from searchgym.envs.rubric import Rubric, Term
 
     def episode(reward):
         turns = [Turn("a", "o", 0.0, "search", None), Turn("b", "o", reward, "answer", None)]
@@ -208,9 +217,13 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
         return Episode("t", "q", ["a"], {}, turns, total_reward=reward, trajectory=trajectory)
 
     groups = [[episode(1.0), episode(0.0)]]
-    monkeypatch.setattr(grpo, "information_gains", lambda flat, *args: [[0.5], [0.25]])
+    monkeypatch.setattr(rewards, "information_gains", lambda flat, *args: [[0.5], [0.25]])
     cfg = GRPOConfig(info_gain=2.0)
-    _, metrics = grpo.score_groups(groups, cfg, None, None, None)
+    env = SimpleNamespace(unwrapped=SimpleNamespace(rubric=Rubric((Term("outcome", 1.0),))))
+    rubric = grpo.training_rubric(env, cfg)  # the env's terms, and the trainer's with cfg's weight
+    assert rubric.weights(("step", "trainer")) == {"outcome": 1.0, "info_gain": 2.0}
+    samples, metrics = rewards.score_groups(groups, rubric, cfg, None, None, None)
+    assert [len(group) for group in samples] == [2]  # the groups stay groups
     assert metrics["reward/total"] == (1.0 + 2.0 * 0.5 + 0.0 + 2.0 * 0.25) / 2
     assert metrics["reward/info_gain"] == 0.375
     assert [t.info_gain for t in groups[0][0].turns] == [0.5, None]
@@ -220,16 +233,17 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     """Groups whose rewards are all equal are dropped and further tasks played, in bounded rounds;
     the extra tasks follow from the step, so a resumed run draws the same."""
 
-    from searchgym.agents.train import episodes
+    from searchgym.agents.policies.base import RolloutEngine
+    from searchgym.agents.train import play, schedule
     from searchgym.agents.train.config import GRPOConfig
 
     # rewards of each group played, in order: step tasks (2 groups), then refills
     script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
     played = []
 
-    def play_groups(policy, envs, tasks, cfg, seed, on_turn=None):
+    def play_groups(engine, envs, tasks, params, group_size, seed, on_turn=None):
         played.append([t for t in tasks])
-        on_turn(len(tasks) * cfg.group_size)
+        on_turn(len(tasks) * group_size)
         return [
             [
                 SimpleNamespace(total_reward=r, trajectory=SimpleNamespace(prompt_ids=[t], ids=[r]))
@@ -238,13 +252,17 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
             for t in tasks
         ]
 
-    monkeypatch.setattr(episodes, "play_groups", play_groups)
+    monkeypatch.setattr(play, "play_groups", play_groups)
     accelerator = SimpleNamespace(process_index=0, num_processes=1)
     cfg = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, max_refill_rounds=2)
     tasks = list(range(10))
     forgotten = []  # the CPU engine frees the kept streams of the groups the step drops
-    engine = SimpleNamespace(forget=forgotten.append)
-    groups, metrics = episodes.play_step(engine, [None] * 4, tasks, 3, cfg, accelerator)
+
+    class Engine(RolloutEngine):
+        forget = staticmethod(forgotten.append)
+
+    nothing = RolloutEngine()  # an engine that keeps nothing
+    groups, metrics = play.play_step(Engine(), [None] * 4, tasks, 3, cfg, cfg.sampling, accelerator)
     assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
     assert forgotten == [[played[0][0], 1.0]] * 2 + [[played[1][0], 0.0]] * 2  # both degenerate groups
     assert metrics == {"rollout/degenerate_groups": 0.5, "rollout/groups_played": 4.0,
@@ -252,14 +270,16 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     assert [len(t) for t in played] == [2, 1, 1]  # one refill per round while a group was missing
     first, played[:] = list(played), []
     script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
-    episodes.play_step(None, [None] * 4, tasks, 3, cfg, accelerator)
+    play.play_step(nothing, [None] * 4, tasks, 3, cfg, cfg.sampling, accelerator)
     assert played == first  # the same tasks, refills included
 
     # bounded in time: past max_refill_seconds no refill round starts; the step trains on the one
     # informative group it found, says what it dropped, and shows its rounds as they are played
     timed = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, max_refill_seconds=0.0)
     script, played[:], shown = iter([[1.0, 1.0], [0.0, 1.0]]), [], []
-    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, timed, accelerator, status=shown.append)
+    groups, metrics = play.play_step(
+        nothing, [None] * 4, tasks, 3, timed, timed.sampling, accelerator, status=shown.append
+    )
     assert [len(t) for t in played] == [2] and len(groups) == 1 and metrics["rollout/short_groups"] == 1.0
     assert shown == ["round 0: 2 groups, 4 turns"]
     assert grpo.short_step_note(4, metrics, timed, wanted=2) == (
@@ -267,7 +287,7 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
         "groups within max_refill_rounds 3 / max_refill_seconds 0.0; it trains on 1"
     )
     script, played[:] = iter([[1.0, 1.0], [0.0, 0.0]]), []
-    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, timed, accelerator)
+    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, timed, timed.sampling, accelerator)
     assert len(groups) == 2 and metrics["rollout/short_groups"] == 2.0  # none informative: its own
     assert grpo.short_step_note(4, metrics, timed, wanted=2).endswith(
         "it trains on the step's own groups, which carry no gradient"
@@ -275,18 +295,18 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
 
     off = GRPOConfig(tasks_per_step=2, group_size=2)
     script = iter([[1.0, 1.0], [0.0, 1.0]])
-    groups, metrics = episodes.play_step(None, [None] * 4, tasks, 3, off, accelerator)
+    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, off, off.sampling, accelerator)
     assert len(groups) == 2 and metrics["rollout/degenerate_groups"] == 0.5
 
     # oversample: the first round plays twice the step's tasks at once, here enough that no
     # refill round is needed; its own tasks come first, as without it
     over = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, oversample=2.0)
     script, played[:] = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]), []
-    groups, metrics = episodes.play_step(None, [None] * 8, tasks, 3, over, accelerator)
+    groups, metrics = play.play_step(nothing, [None] * 8, tasks, 3, over, over.sampling, accelerator)
     assert [len(t) for t in played] == [4] and played[0][:2] == first[0]
     assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
     assert metrics["rollout/groups_played"] == 4.0 and metrics["rollout/groups_trained"] == 2.0
-    assert episodes.first_round_size(over, accelerator) == 4
+    assert schedule.first_round_size(over, accelerator) == 4
     with pytest.raises(ConfigError, match="oversample must be >= 1"):
         GRPOConfig(oversample=0.5)
     with pytest.raises(ConfigError, match="oversample plays extra tasks for dynamic sampling"):
@@ -324,6 +344,17 @@ def test_grpo_trains_any_registered_trainable_policy_and_refuses_others(tiny_lla
         ConfigError, match="'test-chat-only' gave a ChatOnly, which GRPO cannot train: it lacks model"
     ):
         train(tiny_config(tiny_llama_dir, tmp_path / "b", policy="test-chat-only", steps=1, eval_tasks=0))
+    with pytest.raises(ConfigError, match=r"lacks .*RolloutEngine as a base class \(its methods are no-ops"):
+        check_trainable(Unengined(tiny_llama_dir), "mine")  # all a policy needs, but not an engine
+
+
+class Unengined:
+    """A trainable policy in all but its base class: the trainer calls `RolloutEngine`'s methods."""
+
+    def __init__(self, model_dir):
+        hf = HFPolicy(str(model_dir))
+        self.name, self.model, self.tokenizer = "mine", hf.model, hf.tokenizer
+        self.generate, self.chat, self.reseed = hf.generate, hf.chat, hf.reseed
 
 
 def test_eval_base_false_skips_only_the_evaluation_as_loaded(tiny_llama_dir, tmp_path):
@@ -356,7 +387,7 @@ def test_the_cpu_engines_caches_serve_the_information_gain_then_are_freed(
     read of them, and are freed before the update needs the memory (they belong to weights the
     update changes); an evaluation's are freed too, and it decodes with the float weights."""
     from searchgym.agents.policies.cached import CachedPolicy
-    from searchgym.agents.train import episodes as train_episodes
+    from searchgym.agents.train.evaluation import evaluate
 
     events = []  # in order: "hit" (a kept cache served the gain), "drop", "update (N kept)"
     cached_kv, drop, update = CachedPolicy.cached_kv, CachedPolicy.drop_caches, grpo.update
@@ -393,15 +424,15 @@ def test_the_cpu_engines_caches_serve_the_information_gain_then_are_freed(
         return completions
 
     policy.generate = counting
-    train_episodes.evaluate(dataclasses.replace(cfg, eval_tasks=2), policy)
+    evaluate(dataclasses.replace(cfg, eval_tasks=2), policy)
     assert max(seen) > 0 and policy.store.entries == []
     int8 = CachedPolicy(str(tiny_llama_dir), device="cpu", dtype="float32", rollout_dtype="int8")
     models, decode = [], int8._decode
     monkeypatch.setattr(int8, "_decode", lambda model, *args: models.append(model) or decode(model, *args))
-    train_episodes.evaluate(dataclasses.replace(cfg, eval_tasks=2), int8)
+    evaluate(dataclasses.replace(cfg, eval_tasks=2), int8)
     assert models and all(m is int8.model for m in models)  # the trained weights, not the int8 copy
     with pytest.raises(ConfigError, match="nothing to evaluate: eval_tasks is 0"):
-        train_episodes.evaluate(cfg, policy)
+        evaluate(cfg, policy)
 
 
 def test_the_warm_start_steps_in_micro_batches_of_the_update(tiny_llama_dir, tmp_path, monkeypatch):
@@ -410,7 +441,6 @@ def test_the_warm_start_steps_in_micro_batches_of_the_update(tiny_llama_dir, tmp
 
     from transformers import AutoTokenizer
 
-    from searchgym.agents.train import episodes as train_episodes
     from searchgym.agents.train import warm_start
 
     calls = []
@@ -420,7 +450,7 @@ def test_the_warm_start_steps_in_micro_batches_of_the_update(tiny_llama_dir, tmp
         cfg = tiny_config(
             tiny_llama_dir, tmp_path, warm_start_episodes=4, warm_start_batch_size=4, micro_batch_size=micro
         )
-        train_episodes.warm_start(cfg, None, tokenizer, SimpleNamespace(autocast=contextlib.nullcontext))
+        warm_start.warm_start(cfg, None, tokenizer, SimpleNamespace(autocast=contextlib.nullcontext))
         assert (calls[-1]["batch_size"], calls[-1]["grad_accum"]) == expected  # 4 episodes a step
 
 
@@ -432,7 +462,7 @@ def test_a_bfloat16_warm_start_learns_as_a_float32_one(tiny_llama_dir, tmp_path)
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from searchgym.agents.train import episodes as train_episodes
+    from searchgym.agents.train.warm_start import warm_start
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
     cfg = tiny_config(
@@ -450,7 +480,7 @@ def test_a_bfloat16_warm_start_learns_as_a_float32_one(tiny_llama_dir, tmp_path)
         ("bfloat16", lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
     ):
         model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
-        losses[name] = train_episodes.warm_start(cfg, model, tokenizer, SimpleNamespace(autocast=autocast))
+        losses[name] = warm_start(cfg, model, tokenizer, SimpleNamespace(autocast=autocast))
     assert losses["float32"][-1] < 0.7 * losses["float32"][0]  # 14.6 -> 9.3 (before: 14.6 -> 13 in bfloat16)
     assert losses["bfloat16"][-1] == pytest.approx(losses["float32"][-1], rel=0.05)
 

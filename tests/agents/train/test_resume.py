@@ -59,7 +59,7 @@ def test_resuming_a_finished_run_changes_nothing(tiny_llama_dir, tmp_path, monke
     def no_model(*args, **kwargs):
         raise AssertionError("a finished run loaded its model again")
 
-    monkeypatch.setattr(grpo.episodes, "load_policies", no_model)
+    monkeypatch.setattr(grpo, "load_policies", no_model)
     resumed = train(tiny_config(tiny_llama_dir, tmp_path, steps=1, resume=True))
 
     assert "already finished at step 1" in capsys.readouterr().out

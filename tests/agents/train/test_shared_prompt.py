@@ -6,26 +6,28 @@ import copy
 import pytest
 import torch
 
-from searchgym.agents.train import grpo, shared_prompt
+from searchgym.agents.train import shared_prompt, update
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.freeze import freeze_all_but, top_modules
 from searchgym.agents.train.loss import Sample
 
 
-def group_episodes() -> list[Sample]:
+def group_episodes() -> list[list[Sample]]:
     """Two groups of three episodes, each group with its own prompt, and a lone episode; the
     episodes' lengths and masks differ, so micro-batches are padded."""
     generator = torch.Generator().manual_seed(0)
-    samples = []
+    groups = []
     for prompt_length, episodes in ((9, 3), (6, 3), (7, 1)):
         prompt = torch.randint(0, 1000, (prompt_length,), generator=generator).tolist()
+        samples = []
+        groups.append(samples)
         for e in range(episodes):
             rest = torch.randint(0, 1000, (5 + 3 * e,), generator=generator).tolist()
             mask = [1 if i % 4 != 3 else 0 for i in range(len(rest))]
             logprobs = [-2.0 * m for m in mask]
             advantages = [float(torch.randn((), generator=generator)) * m for m in mask]
             samples.append(Sample(prompt + rest, prompt_length, mask, logprobs, advantages))
-    return samples
+    return groups
 
 
 @pytest.mark.parametrize("micro_batch_size, trainable_layers", [(1, 0), (2, 1)])
@@ -39,7 +41,7 @@ def test_a_shared_prompt_read_once_gives_the_gradient_of_whole_reads(
     samples = group_episodes()
     reads = []
     monkeypatch.setattr(
-        grpo, "SharedPrompt", lambda *a: reads.append(len(a[1])) or shared_prompt.SharedPrompt(*a)
+        update, "SharedPrompt", lambda *a: reads.append(len(a[1])) or shared_prompt.SharedPrompt(*a)
     )
     steps, metrics = {}, {}
     for share in (False, True):
@@ -50,7 +52,9 @@ def test_a_shared_prompt_read_once_gives_the_gradient_of_whole_reads(
         before = [p.detach().clone() for p in params]
         optimizer = torch.optim.SGD(params, lr=1.0)  # the step is minus the (clipped) gradient
         cfg = GRPOConfig(micro_batch_size=micro_batch_size, share_prompts=share, max_grad_norm=1e9)
-        metrics[share] = grpo.update(model, None, optimizer, samples, cfg, Accelerator(cpu=True), 0)
+        metrics[share] = update.update(
+            model, None, optimizer, samples, cfg, cfg.sampling, Accelerator(cpu=True), 0
+        )
         steps[share] = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert reads == [8, 5]  # each group's prompt (all but its last token) once; the lone one whole
     assert steps[True].abs().max() > 0
@@ -59,8 +63,8 @@ def test_a_shared_prompt_read_once_gives_the_gradient_of_whole_reads(
         assert metrics[True][key] == pytest.approx(metrics[False][key], rel=1e-4), key
 
 
-def test_episodes_are_grouped_by_the_prompt_they_share():
-    parts = shared_prompt.by_prompt(group_episodes())
+def test_each_group_shares_its_prompt():
+    parts = shared_prompt.by_group(group_episodes())
     assert [len(prompt) for prompt, _ in parts] == [8, 5, 0]  # the lone episode stays whole, last
     assert [len(run) for _, run in parts] == [3, 3, 1]
     assert all(s.start == 1 for _, run in parts[:2] for s in run)  # each from its prompt's last token
@@ -73,8 +77,10 @@ def test_a_kl_reference_keeps_whole_reads(tiny_llama_dir, monkeypatch):
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
     reads = []
-    monkeypatch.setattr(grpo, "SharedPrompt", lambda *a: reads.append(a) or shared_prompt.SharedPrompt(*a))
+    monkeypatch.setattr(update, "SharedPrompt", lambda *a: reads.append(a) or shared_prompt.SharedPrompt(*a))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     cfg = GRPOConfig(micro_batch_size=2, kl_coef=0.1)
-    grpo.update(model, copy.deepcopy(model), optimizer, group_episodes(), cfg, Accelerator(cpu=True), 0)
+    update.update(
+        model, copy.deepcopy(model), optimizer, group_episodes(), cfg, cfg.sampling, Accelerator(cpu=True), 0
+    )
     assert reads == []
