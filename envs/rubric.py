@@ -20,7 +20,7 @@ functions (`Rubric.weights`).
 >>> from searchgym.envs.rewards import RewardWeights
 >>> rubric = RewardWeights(format=0.2, per_search=0.1).rubric()
 >>> rubric.weights()
-{'outcome': 1.0, 'format': 0.2, 'search_calls': -0.1, 'obs_tokens_1k': -0.0}
+{'outcome': 1.0, 'format': 0.2, 'search_calls': -0.1, 'obs_tokens_1k': 0.0}
 >>> round(rubric.total({"outcome": 1.0, "format": 1.0, "search_calls": 2.0, "obs_tokens_1k": 0.5}), 6)
 1.0
 >>> from searchgym.tasks.task import Task
