@@ -17,9 +17,10 @@ GPU side. The parts, each run once, its failure printed and counted while the re
 - ``train``, ``resume``: `train` with ``policy: hf``, ``bf16: auto`` (Accelerate's bfloat16
   autocast on a GPU), information gain and dynamic sampling: a warm start, the evaluations and one
   GRPO step with its checkpoint (which holds the CUDA RNG states), then ``resume`` to a second step.
-- ``sft-simulator``, ``trl-grpo`` (skipped where trl is not installed): trl's SFTTrainer as
-  `simulator_trainer` configures it (``use_cpu``, ``bf16`` from the device), and trl's GRPOTrainer
-  on `TrlEnv`, configured as agents/integrations/trl.py documents, for one step each.
+- ``sft-simulator``: `train_simulator`, two steps of the warm start's `sft` on the device it picks
+  (the GPU with bfloat16 autocast where there is one), and the saved model.
+- ``trl-grpo`` (skipped where trl is not installed): trl's GRPOTrainer on `TrlEnv`, configured as
+  agents/integrations/trl.py documents, for one step.
 
 Peak memory is ``torch.cuda.max_memory_allocated`` over the part on a GPU, the process's peak RSS
 so far on CPU. The exit status is 1 if any part failed.
@@ -238,11 +239,12 @@ def need_trl() -> None:
 
 
 def check_sft_simulator(model: str, work: Path, device: str) -> str:
-    need_trl()
+    import unittest
+
     from searchgym.agents.train.sft_simulator import (
         SimulatorSFTConfig,
         simulator_examples,
-        simulator_trainer,
+        train_simulator,
         world_queries,
     )
     from searchgym.retrievers import BM25, Doc
@@ -254,12 +256,15 @@ def check_sft_simulator(model: str, work: Path, device: str) -> str:
     cfg = SimulatorSFTConfig(
         work / "sim", model=model, steps=2, batch_size=2, max_length=256, show_progress=False
     )
-    trainer = simulator_trainer(rows, cfg)
-    assert trainer.args.use_cpu == (device == "cpu") and trainer.args.bf16 == (device == "cuda")
-    trainer.train()
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    assert losses and all(math.isfinite(x) for x in losses), losses
-    return f"use_cpu {trainer.args.use_cpu}, bf16 {trainer.args.bf16}, losses {[round(x, 3) for x in losses]}"
+    # train_simulator logs the device and precision it picked
+    with unittest.TestCase().assertLogs("searchgym.agents.train.sft_simulator", "INFO") as logs:
+        result = train_simulator(rows, cfg)
+    picked = logs.records[0].getMessage().split(" on ")[-1]
+    precision = "bfloat16 autocast" if device == "cuda" else "float32"
+    assert picked.startswith(device) and picked.endswith(precision), picked
+    assert len(result.losses) == 2 and all(math.isfinite(x) for x in result.losses), result.losses
+    assert (result.out / "model.safetensors").is_file()
+    return f"{picked}, losses {[round(x, 3) for x in result.losses]}"
 
 
 def check_trl_grpo(model: str, work: Path, device: str) -> str:

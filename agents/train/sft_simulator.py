@@ -4,8 +4,10 @@ Training pairs come from a real corpus: for each sampled query, the *useful* tar
 real retriever (BM25) returns for it and the *noisy* target is passages retrieved for other,
 unrelated queries (none mentioning the gold answer). Prompts are exactly the ones `Simulated`
 sends and targets are written with `format_documents`, the format its parser reads, so the
-fine-tuned model drops straight into `Simulated`. Training is trl's `SFTTrainer` on the
-conversational format, with the loss on the simulator's reply only.
+fine-tuned model drops straight into `Simulated`. Each pair becomes a token stream
+(`simulator_trajectories`): the prompt as a policy's chat template renders it for generation,
+then the reply as the template closes the assistant turn, up to its end-of-turn token; the
+warm start's `sft` trains on it with the loss on the reply only.
 
     rows = simulator_examples(world_queries(load_world(seed=0)), BM25.build(docs))
     result = train_simulator(rows, SimulatorSFTConfig(model="smollm2-135m-instruct", out="runs/sim"))
@@ -15,6 +17,7 @@ conversational format, with the loss on the simulator's reply only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
+from searchgym.agents.policies.agent import Trajectory
 from searchgym.agents.policies.models import DEFAULT_MODEL, resolve_model
+from searchgym.agents.train.warm_start import sft
 from searchgym.errors import ConfigError
+from searchgym.generation import Message
 from searchgym.retrievers.base import Doc, Retriever, SearchContext
 from searchgym.retrievers.simulated import format_documents, simulator_messages
 from searchgym.tasks.world import World
@@ -120,23 +129,26 @@ class SimulatorSFTConfig:
     model: str = DEFAULT_MODEL
     """Model to start from: a hub id, a local directory or the alias ``smollm2-135m-instruct``."""
     steps: int = 50
-    """Optimizer steps."""
+    """Optimizer steps (passes over the rows repeat, reshuffled, as many times as they need)."""
     batch_size: int = 4
     """Examples per step."""
     learning_rate: float = 5e-5
     """Peak learning rate (linear decay to 0 over ``steps``)."""
     max_length: int = 1536
-    """Longest tokenised example; longer ones lose their end."""
+    """Longest token stream (prompt and reply); longer ones lose their end."""
     seed: int = 0
-    """Seed of the data order and of trl's initialisation."""
+    """Seed of the data order."""
     show_progress: bool = True
-    """Show trl's progress bars (off in tests and logs)."""
+    """Show progress bars: the model's download and loading, the SFT steps (off in tests and logs)."""
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "max_length"):
+        for name in ("steps", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        value = self.max_length
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise ConfigError(f"max_length must be an integer >= 2, got {value!r}")
         if not self.learning_rate > 0:
             raise ConfigError(f"learning_rate must be positive, got {self.learning_rate!r}")
         self.out = Path(self.out)
@@ -144,110 +156,93 @@ class SimulatorSFTConfig:
 
 @dataclass
 class SFTResult:
-    """What a run left: where the model is, and the training loss logged at every step."""
+    """What a run left: where the model is, and the training loss of every step."""
 
     out: Path
     losses: list[float] = field(default_factory=list)
-    assistant_only_loss: bool = False
 
 
 def train_simulator(rows: Sequence[dict[str, Any]], cfg: SimulatorSFTConfig) -> SFTResult:
-    """Fine-tune ``cfg.model`` on ``rows`` (from `simulator_examples`) with trl's SFTTrainer and
-    save it, with its tokenizer, to ``cfg.out``."""
-    with _quiet(cfg.show_progress):
-        trainer = simulator_trainer(rows, cfg)
-        trainer.train()
-        trainer.save_model(str(cfg.out))
-        trainer.processing_class.save_pretrained(str(cfg.out))
-    losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
-    return SFTResult(cfg.out, losses, trainer.args.assistant_only_loss)
-
-
-def simulator_trainer(rows: Sequence[dict[str, Any]], cfg: SimulatorSFTConfig) -> Any:
-    """The `trl.SFTTrainer` `train_simulator` runs, ready to train.
-
-    The loss covers the simulator's reply only: with ``assistant_only_loss`` where the chat
-    template has (or trl can add) ``{% generation %}`` markers, else by handing trl each row as a
-    conversational prompt/completion pair, which masks the prompt the same way (SmolLM2's template
-    is of the second kind).
-    """
+    """Fine-tune ``cfg.model`` on ``rows`` (from `simulator_examples`) with the warm start's `sft`
+    on `simulator_trajectories`, on the GPU with bfloat16 autocast where there is one, and save
+    it, with its tokenizer, to ``cfg.out``."""
     if not rows:
         raise ConfigError("no training rows; build them with simulator_examples")
     with _quiet(cfg.show_progress):
-        return _build_trainer(rows, cfg)
-
-
-def _build_trainer(rows: Sequence[dict[str, Any]], cfg: SimulatorSFTConfig) -> Any:
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.trainer_callback import PrinterCallback
-    from trl import SFTConfig, SFTTrainer
-
-    path = resolve_model(cfg.model, show_progress=cfg.show_progress)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if not tokenizer.chat_template:
-        raise ConfigError(f"{cfg.model!r} has no chat template; start from an instruct (chat) model")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    assistant_only = _supports_assistant_masks(tokenizer)
-    data = [{"messages": r["messages"]} if assistant_only else _prompt_completion(r) for r in rows]
+        path = resolve_model(cfg.model, show_progress=cfg.show_progress)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        if not tokenizer.chat_template:
+            raise ConfigError(f"{cfg.model!r} has no chat template; start from an instruct (chat) model")
+        trajectories = simulator_trajectories(rows, tokenizer)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     cuda = torch.cuda.is_available()
-    args = SFTConfig(
-        output_dir=str(cfg.out),
-        max_steps=cfg.steps,
-        per_device_train_batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type="linear",
-        max_length=cfg.max_length,
-        assistant_only_loss=assistant_only,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        use_cpu=not cuda,
-        bf16=cuda and torch.cuda.is_bf16_supported(),
-        disable_tqdm=not cfg.show_progress,
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    if cuda:
+        model.to("cuda")
+    autocast = (
+        functools.partial(torch.autocast, "cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext
     )
-    dataset = Dataset.from_list(data)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-    trainer.remove_callback(PrinterCallback)  # library code does not print; losses are returned
-    return trainer
+    logger.info(
+        "fine-tuning %s on %s, %s", cfg.model, model.device, "bfloat16 autocast" if bf16 else "float32"
+    )
+    losses = sft(
+        model,
+        trajectories,
+        lr=cfg.learning_rate,
+        max_steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        max_len=cfg.max_length,
+        seed=cfg.seed,
+        autocast=autocast,
+        progress=cfg.show_progress,
+    )
+    with _quiet(cfg.show_progress):
+        model.save_pretrained(cfg.out)
+        tokenizer.save_pretrained(cfg.out)
+    return SFTResult(cfg.out, losses)
 
 
-def _supports_assistant_masks(tokenizer: Any) -> bool:
-    """Whether trl can mask everything but the assistant's turns with this chat template."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    try:
-        get_training_chat_template(tokenizer)
-    except ValueError:  # trl has no training version of this template
-        return False
-    return True
+def simulator_trajectories(rows: Sequence[dict[str, Any]], tokenizer: Any) -> list[Trajectory]:
+    """Each row's conversation as the token stream `sft` trains on: ``prompt_ids`` are its
+    prompt as `Simulated` sends it through a policy's ``chat`` (``tokenizer``'s chat template
+    with the generation prompt, as `TokenizedPolicy.apply_chat_template` renders it), ``ids`` the
+    reply as the template writes the assistant's turn, up to and including the end-of-sequence
+    token that ends generation (so the model learns to stop), all with mask 1."""
+    return [_trajectory(row["messages"], tokenizer) for row in rows]
 
 
-def _prompt_completion(row: dict[str, Any]) -> dict[str, Any]:
-    messages = row["messages"]
-    return {"prompt": messages[:-1], "completion": messages[-1:]}
+def _trajectory(messages: Sequence[Message], tokenizer: Any) -> Trajectory:
+    *prompt, reply = messages
+    if reply["role"] != "assistant":
+        raise ConfigError(
+            f"a training row ends with the simulator's (assistant's) reply, not a {reply['role']!r} message"
+        )
+    prompt_ids = tokenizer.apply_chat_template(
+        prompt, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    head = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    full = tokenizer.apply_chat_template(list(messages), tokenize=False)
+    if not full.startswith(head):
+        raise ConfigError(
+            "the chat template renders the prompt differently when a reply follows it, so the reply's "
+            "tokens cannot be cut out of the conversation's; use a model with another template"
+        )
+    turn, eos = full[len(head) :], tokenizer.eos_token
+    end = turn.rfind(eos) if eos else -1
+    turn = turn[: end + len(eos)] if end >= 0 else turn.rstrip()  # what follows the end is not generated
+    ids = list(tokenizer.encode(turn, add_special_tokens=False))
+    return Trajectory(list(prompt_ids), ids, [1] * len(ids), [0.0] * len(ids), [len(ids)], [0])
 
 
 @contextlib.contextmanager
 def _quiet(show: bool) -> Iterator[None]:
-    """Hide the progress bars of transformers (loading) and datasets (trl's tokenisation) unless
-    asked, and restore their previous state after."""
-    import datasets.utils as ds
-    from transformers.utils import logging as tf
-
-    was = ds.is_progress_bar_enabled(), tf.is_progress_bar_enabled()
+    """Hide transformers' progress bars (loading and saving a model) unless asked, and restore
+    their previous state after."""
+    was = transformers_logging.is_progress_bar_enabled()
     if not show:
-        ds.disable_progress_bars()
-        tf.disable_progress_bar()
+        transformers_logging.disable_progress_bar()
     try:
         yield
     finally:
-        if was[0] and not show:
-            ds.enable_progress_bars()
-        if was[1] and not show:
-            tf.enable_progress_bar()
+        if was and not show:
+            transformers_logging.enable_progress_bar()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
@@ -131,19 +131,29 @@ def sft(
     schedule: Literal["linear", "constant"] = "linear",
     autocast: Callable[[], AbstractContextManager] = nullcontext,
     progress: bool = False,
+    max_steps: int | None = None,
 ) -> list[float]:
     """Train ``model`` in place on ``trajectories``: masked negative log-likelihood, averaged
     over the mask-1 tokens of each optimizer step (``batch_size × grad_accum`` trajectories,
     reshuffled every epoch by a ``torch.Generator`` seeded with ``seed``), AdamW from ``lr``
     decaying linearly to 0 over the run (trl's SFT default) or ``constant``, gradient norm
-    clipped to ``max_grad_norm``. Streams longer than ``max_len`` lose their end. Each
+    clipped to ``max_grad_norm``. The run is ``epochs`` passes over the data or, given
+    ``max_steps`` instead, exactly that many optimizer steps (passes repeat, the last one cut
+    short; the schedule decays over them). Streams longer than ``max_len`` lose their end. Each
     micro-batch's forward runs inside its own ``autocast()`` (e.g. ``accelerator.autocast``): one
     context held over the whole loop would keep its bfloat16 casts of the first step's weights,
     so that no later step saw the updates. Returns each step's loss; raises `TrainingDiverged`
     (before stepping) on a non-finite loss."""
-    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("grad_accum", grad_accum)):
+    for name, value in (
+        ("epochs", epochs),
+        ("batch_size", batch_size),
+        ("grad_accum", grad_accum),
+        ("max_steps", 1 if max_steps is None else max_steps),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if max_steps is not None and epochs != 1:
+        raise ConfigError(f"give epochs ({epochs}) or max_steps ({max_steps}), not both")
     if not lr > 0:
         raise ConfigError(f"lr must be positive, got {lr!r}")
     if schedule not in ("linear", "constant"):
@@ -153,7 +163,7 @@ def sft(
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(seed)
     per_step = batch_size * grad_accum
-    n_steps = epochs * math.ceil(len(examples) / per_step)
+    n_steps = epochs * math.ceil(len(examples) / per_step) if max_steps is None else max_steps
     decay = (lambda step: 1 - step / n_steps) if schedule == "linear" else (lambda step: 1.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, decay)
     losses: list[float] = []
@@ -161,22 +171,34 @@ def sft(
     model.train()
     bar = tqdm(total=n_steps, desc="SFT", disable=not progress)
     try:
-        for _ in range(epochs):
-            order = torch.randperm(len(examples), generator=generator).tolist()
-            for start in range(0, len(order), per_step):
-                chunk = [examples[i] for i in order[start : start + per_step]]
-                loss = _step(model, optimizer, chunk, batch_size, max_grad_norm, device, autocast)
-                if not math.isfinite(loss):
-                    raise TrainingDiverged(f"the SFT loss is {loss} at step {len(losses)}; lower lr")
-                losses.append(loss)
-                scheduler.step()
-                bar.update()
-                bar.set_postfix(loss=f"{loss:.3f}")
+        for picked in _step_order(len(examples), per_step, n_steps, generator):
+            chunk = [examples[i] for i in picked]
+            loss = _step(model, optimizer, chunk, batch_size, max_grad_norm, device, autocast)
+            if not math.isfinite(loss):
+                raise TrainingDiverged(f"the SFT loss is {loss} at step {len(losses)}; lower lr")
+            losses.append(loss)
+            scheduler.step()
+            bar.update()
+            bar.set_postfix(loss=f"{loss:.3f}")
     finally:
         bar.close()
         model.train(was_training)
         optimizer.zero_grad(set_to_none=True)
     return losses
+
+
+def _step_order(n: int, per_step: int, n_steps: int, generator: torch.Generator) -> Iterator[list[int]]:
+    """The example indices of each of ``n_steps`` steps: passes over ``range(n)`` in an order
+    drawn from ``generator`` at the start of each pass, ``per_step`` at a time (fewer at the end
+    of a pass)."""
+    taken = 0
+    while True:
+        order = torch.randperm(n, generator=generator).tolist()
+        for start in range(0, n, per_step):
+            yield order[start : start + per_step]
+            taken += 1
+            if taken == n_steps:
+                return
 
 
 def _examples(trajectories: Sequence[Trajectory], max_len: int) -> list[tuple[list[int], list[int]]]:

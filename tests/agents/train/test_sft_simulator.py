@@ -1,5 +1,6 @@
-"""The SFT recipe that makes a simulator: training rows from a real retriever, a few trl steps on
-the tiny random Llama, and the saved model used by `Simulated` through `HFPolicy`."""
+"""The SFT recipe that makes a simulator: training rows from a real retriever, their token streams
+(the prompt `Simulated` sends, then the reply), a few steps of the warm start's `sft` on the tiny
+random Llama, and the saved model used by `Simulated` through `HFPolicy`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from searchgym.agents.policies.hf import HFPolicy
 from searchgym.agents.train.sft_simulator import (
@@ -18,12 +20,13 @@ from searchgym.agents.train.sft_simulator import (
     SimulatorSFTConfig,
     corpus_queries,
     simulator_examples,
-    simulator_trainer,
+    simulator_trajectories,
     train_simulator,
     world_queries,
 )
+from searchgym.agents.train.warm_start import sft
 from searchgym.errors import ConfigError
-from searchgym.generation import SamplingParams
+from searchgym.generation import Completion, SamplingParams
 from searchgym.retrievers import BM25, Doc
 from searchgym.retrievers.base import SearchContext
 from searchgym.retrievers.simulated import Simulated, parse_documents, simulator_messages
@@ -104,16 +107,61 @@ def test_config_errors_say_what_to_fix(tmp_path):
         SimulatorSFTConfig(out=tmp_path, steps=0)
     with pytest.raises(ConfigError, match="learning_rate"):
         SimulatorSFTConfig(out=tmp_path, learning_rate=0.0)
+    with pytest.raises(ConfigError, match="max_length must be an integer >= 2"):
+        SimulatorSFTConfig(out=tmp_path, max_length=1)
 
 
-def test_the_loss_covers_the_simulators_reply_only(tiny_llama_dir, world, bm25, tmp_path):
+def test_the_loss_covers_the_simulators_reply_only(tiny_llama_dir, world, bm25):
     rows = simulator_examples(world_queries(world, "train")[:2], bm25, k=2, seed=0)
-    cfg = SimulatorSFTConfig(out=tmp_path / "sim", model=str(tiny_llama_dir), steps=1, show_progress=False)
-    trainer = simulator_trainer(rows, cfg)
-    tokenizer = trainer.processing_class
-    for row, example in zip(rows, trainer.train_dataset):
-        trained = [t for t, label in zip(example["input_ids"], example["labels"]) if label != -100]
-        assert tokenizer.decode(trained) == row["messages"][-1]["content"] + "<|im_end|>\n"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    streams = simulator_trajectories(rows, tokenizer)
+    assert len(streams) == len(rows) == 4
+    for row, stream in zip(rows, streams):
+        # sft learns the mask-1 tokens of ids, never the prompt's: the reply and its end of turn
+        assert stream.mask == [1] * len(stream.ids)
+        assert tokenizer.decode(stream.ids) == row["messages"][-1]["content"] + "<|im_end|>"
+        assert stream.ids[-1] == tokenizer.eos_token_id  # where generation stops: the model learns to stop
+        # prompt and reply are the whole conversation, less the newline the template writes after the turn
+        whole = tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        assert tokenizer.decode(stream.prompt_ids + stream.ids) + "\n" == whole
+
+
+def test_the_prompt_trained_on_is_the_one_simulated_sends(tiny_llama_dir, world, bm25):
+    rows = simulator_examples(world_queries(world, "train")[:3], bm25, k=2, seed=0)
+    streams = simulator_trajectories(rows, AutoTokenizer.from_pretrained(tiny_llama_dir))
+    policy = HFPolicy(str(tiny_llama_dir), device="cpu")
+    sent: list[list[int]] = []
+
+    def generate(prompts, params):  # what reaches the model from Simulated through policy.chat
+        sent.extend(list(p) for p in prompts)
+        return [Completion("Doc 1 (Title: t): some text.", [], [], "stop") for _ in prompts]
+
+    policy.generate = generate
+    queries = {
+        simulator_messages(q.query, 2, noisy=n, context=q.context)[0]["content"]: q
+        for q in world_queries(world, "train")[:3]
+        for n in (False, True)
+    }
+    for row, stream in zip(rows, streams):
+        q = queries[row["messages"][0]["content"]]
+        sim = Simulated(policy, k_docs=2, noise=float(row["mode"] == "noisy"))
+        sim.search_in_context(q.query, 2, q.context)
+        assert sim.last_noisy == [row["mode"] == "noisy"]
+        assert sent.pop() == stream.prompt_ids
+
+
+def test_steps_are_optimizer_steps_over_repeated_passes(tiny_llama_dir, world, bm25):
+    rows = simulator_examples(world_queries(world, "train")[:2], bm25, k=2, seed=0)
+    streams = simulator_trajectories(rows, AutoTokenizer.from_pretrained(tiny_llama_dir))
+    runs = []
+    for options in ({"epochs": 2}, {"max_steps": 4}, {"max_steps": 3}):  # 4 streams, 2 per step
+        model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+        runs.append(sft(model, streams, lr=1e-3, batch_size=2, max_len=768, **options))
+    assert runs[0] == runs[1] and len(runs[2]) == 3  # 2 whole passes are 2 epochs, to the bit
+    with pytest.raises(ConfigError, match="give epochs \\(2\\) or max_steps \\(4\\), not both"):
+        sft(model, streams, epochs=2, max_steps=4)
+    with pytest.raises(ConfigError, match="max_steps must be a positive integer"):
+        sft(model, streams, max_steps=0)
 
 
 def test_sft_steps_change_the_model_and_it_works_as_a_simulator(tiny_llama_dir, world, bm25, tmp_path):
