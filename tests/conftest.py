@@ -1,3 +1,4 @@
+import sys
 from pathlib import Path
 
 import pytest
@@ -5,6 +6,17 @@ import pytest
 from searchgym.retrievers import read_corpus
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _no_accelerator_state_between_tests():
+    """accelerate keeps one state per process, and an `Accelerator` refuses a mixed precision other
+    than the one it holds: trl's GRPOTrainer (bf16, in tests/agents/integrations/test_trl_env.py)
+    would otherwise make every later GRPO test fail. Each test leaves none behind."""
+    yield
+    state = sys.modules.get("accelerate.state")  # not imported: nothing to reset
+    if state is not None:
+        state.AcceleratorState._reset_state()
 
 
 @pytest.fixture(scope="session")
