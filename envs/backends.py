@@ -32,6 +32,7 @@ from searchgym.errors import ConfigError, DataNotFoundError
 from searchgym.registry import RETRIEVERS
 from searchgym.retrievers import Doc, Encoder, Retriever, read_corpus, write_corpus
 from searchgym.retrievers.index import build_index, build_retriever, is_index_kind, names_parameter
+from searchgym.tasks.world import load_world
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +66,6 @@ class Corpus:
 @functools.lru_cache(maxsize=4)
 def world_corpus(seed: int, n_passages: int) -> Corpus:
     """The passages of the generated world ``(seed, n_passages)``."""
-    from searchgym.tasks.world import load_world
-
     passages = load_world(seed=seed, n_passages=n_passages).passages
     return Corpus(f"fictional-s{seed}-n{n_passages}", [Doc(p["id"], p["title"], p["text"]) for p in passages])
 

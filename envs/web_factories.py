@@ -31,6 +31,8 @@ from searchgym.envs.web_env import WebEnv
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
 from searchgym.retrievers.web import PageSource, RawPage
+from searchgym.retrievers.web.fetch import HttpSource
+from searchgym.retrievers.web.serve import SiteServer
 from searchgym.retrievers.web.site import DEFAULT_BASE_URL, FileSource, SiteSearch
 from searchgym.tasks.html_site import read_manifest
 from searchgym.tasks.miniwiki import load_miniwiki, miniwiki_path
@@ -181,9 +183,6 @@ class _ServedSite:
     closing stops both."""
 
     def __init__(self, root: Path) -> None:
-        from searchgym.retrievers.web.fetch import HttpSource
-        from searchgym.retrievers.web.serve import SiteServer
-
         self._server = SiteServer(root)
         self.base_url = self._server.start()
         self._http = HttpSource(allow_hosts=[self._server.host_port])

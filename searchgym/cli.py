@@ -39,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="MODULE",
-            help="import a module of yours first, which registers envs, agents, policies, retrievers or "
-            "rewards (repeatable; the current directory is searched too)",
+            help="import a module of yours first, which registers envs, agents, policies, retrievers, "
+            "protocols, task sets or rewards (repeatable; the current directory is searched too)",
         )
     return parser
 

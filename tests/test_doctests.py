@@ -18,13 +18,13 @@ SIDE_VENV_MODULES = {
 
 
 def modules() -> list[str]:
-    names = ["searchgym", "searchgym.errors", "searchgym.files", "searchgym.plots"]
-    names += ["searchgym.config_types", "searchgym.run_dir", "searchgym.hub", "searchgym.commands.common"]
-    for sub in ("envs", "agents", "retrievers", "tasks"):
-        package = importlib.import_module(f"searchgym.{sub}")
+    """Every module of the package: ``searchgym``'s own folder and the sub-packages it maps."""
+    names = []
+    for sub in ("", ".envs", ".agents", ".retrievers", ".tasks"):
+        package = importlib.import_module(f"searchgym{sub}")
         names.append(package.__name__)
         names += [m.name for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
-    return sorted(names)
+    return sorted(set(names))
 
 
 MODULES = modules()

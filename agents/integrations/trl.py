@@ -220,6 +220,7 @@ def trl_model(path: str | os.PathLike) -> str:
     `searchgym train` (its newest checkpoint). Raises `ConfigError` when ``path`` holds neither, or
     when the model's chat template is not one trl parses tool calls with (warm start it with
     ``chat_template: qwen2_5``, as ``configs/trl_warm_start.yaml`` does)."""
+    # lazy: torch, transformers and trl (2 s), which `import searchgym.agents` does not load
     from transformers import AutoTokenizer
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 

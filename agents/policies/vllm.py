@@ -17,7 +17,7 @@ default multiprocess engine sends the function by pickle, which vLLM only allows
 What was verified where: vLLM cannot run on the CPU machine this was written on. The calls follow
 vLLM's documented API (``LLM``, ``SamplingParams``, ``vllm.inputs.TokensPrompt``,
 ``get_tokenizer``, ``apply_model``, ``reset_prefix_cache``) and trl's colocated weight sync;
-tests/agents/test_vllm_policy.py checks, against a fake ``vllm`` module that records the calls,
+tests/agents/policies/test_vllm_policy.py checks, against a fake ``vllm`` module that records the calls,
 the import guard, the engine and sampling arguments built, the mapping of outputs to
 `Completion` and both weight-loading routes. It has not been run on a GPU with a real engine.
 """

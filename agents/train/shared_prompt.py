@@ -5,7 +5,7 @@ third of a two-hop episode's tokens. `SharedPrompt` runs it through the model on
 gradient, and hands every episode's forward its keys and values as leaves of their own: each
 backward pass leaves the prompt's share of the gradient on those leaves, and `backward` sends
 their sum through the prompt's forward once. The gradient is the one a whole read of every
-episode gives (tests/agents/test_shared_prompt.py checks it), for a forward and backward over the
+episode gives (tests/agents/train/test_shared_prompt.py checks it), for a forward and backward over the
 prompt instead of one per episode.
 """
 

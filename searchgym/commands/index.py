@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from searchgym.errors import SearchGymError
+from searchgym.retrievers.index import build_index
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from searchgym.retrievers.index import build_index
-
     dense_only = {
         "encoder": args.encoder,
         "index": args.index,

@@ -4,6 +4,13 @@ task sets, rewards), or the keys of ``searchgym train``'s config (``config``).""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
+
+import searchgym
+from searchgym.agents.train.config import GRPOConfig
+from searchgym.config_types import field_docs
+from searchgym.envs.registry import list_ids
 
 WHAT = ("envs", "agents", "policies", "retrievers", "protocols", "task-sets", "rewards", "config")
 
@@ -20,14 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import searchgym
-
     if args.what == "config":
         print(config_keys())
         return 0
     if args.what == "envs":
-        from searchgym.envs.registry import list_ids
-
         names = list_ids(None if args.all else "searchgym")
     else:
         names = getattr(searchgym, f"list_{args.what.replace('-', '_')}")()
@@ -37,12 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
 def config_keys() -> str:
     """One line per key of `GRPOConfig`: its name, default and its docstring's first sentence."""
-    import dataclasses
-    import re
-
-    from searchgym.agents.train.config import GRPOConfig
-    from searchgym.config_types import field_docs
-
     docs = field_docs(GRPOConfig)
     rows = []
     for f in dataclasses.fields(GRPOConfig):
