@@ -349,12 +349,12 @@ def test_debug_shows_the_traceback(files):
 
 
 def test_ctrl_c_ends_any_command_in_one_line_with_status_130(files, capsys, monkeypatch):
-    import searchgym.retrievers.index
+    from searchgym.commands import index
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(searchgym.retrievers.index, "build_index", interrupted)
+    monkeypatch.setattr(index, "build_index", interrupted)
     argv = ["index", "build", "--corpus", f"{files}/good.jsonl", "--out", f"{files}/interrupted"]
     assert main(argv) == 130
     assert capsys.readouterr().err == "searchgym: interrupted\n"
