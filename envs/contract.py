@@ -19,6 +19,7 @@ from typing import Any, TypedDict
 import gymnasium as gym
 
 from searchgym.envs.protocols import ActionProtocol
+from searchgym.envs.rubric import Rubric
 from searchgym.errors import EnvContractError
 from searchgym.tasks.task import Task
 
@@ -102,6 +103,14 @@ def check_trainable_env(env: gym.Env) -> Sequence[Task]:
             "it; the trainer stops turns on its stop strings)"
         )
     return tasks
+
+
+def env_rubric(env: gym.Env) -> Rubric:
+    """The env's reward terms (``env.unwrapped.rubric``, as every searchgym env has), or none for
+    an env of yours without one: its reward is then its own, and its ``reward_components`` are
+    logged under the names it gives them."""
+    rubric = getattr(env.unwrapped, "rubric", None)
+    return rubric if isinstance(rubric, Rubric) else Rubric(())
 
 
 def check_env_contract(env: gym.Env, action: str = "<answer> unknown </answer>") -> None:

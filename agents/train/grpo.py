@@ -51,7 +51,7 @@ from searchgym.agents.train.schedule import (
 )
 from searchgym.agents.train.update import update
 from searchgym.agents.train.warm_start import warm_start
-from searchgym.envs.contract import check_trainable_env
+from searchgym.envs.contract import check_trainable_env, env_rubric
 from searchgym.envs.rubric import Rubric, Term
 from searchgym.errors import ConfigError
 from searchgym.run_dir import claim_run_dir
@@ -209,8 +209,8 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
 
 
 def training_rubric(env: gym.Env, cfg: GRPOConfig) -> Rubric:
-    """The env's rubric, with the trainer's ``info_gain`` term where ``cfg`` weighs it."""
-    rubric = env.unwrapped.rubric
+    """The env's rubric (`env_rubric`), with the trainer's ``info_gain`` term where ``cfg`` weighs it."""
+    rubric = env_rubric(env)
     return rubric.plus(Term("info_gain", cfg.info_gain_weight, "trainer")) if cfg.info_gain_weight else rubric
 
 

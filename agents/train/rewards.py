@@ -64,7 +64,9 @@ def score_groups(
             adv = group_advantages(rewards, scale=cfg.advantage == "grpo")
         per_turn = [[float(a)] * max(ep.n_turns, 1) for a, ep in zip(adv.flatten(), flat)]
     samples = [to_sample(ep.trajectory, turn_adv) for ep, turn_adv in zip(flat, per_turn)]
-    names = [t.name for t in rubric.terms if t.when != "trainer"]  # the env's terms, users' too
+    # the env's terms, then any component an env without a rubric reports
+    reported = sorted({name for ep in flat for name in ep.reward_components})
+    names = dict.fromkeys([*(t.name for t in rubric.terms if t.when != "trainer"), *reported])
     metrics = {
         "reward/total": float(rewards.mean()),
         **{f"reward/{name}": mean([ep.reward_components.get(name, 0.0) for ep in flat]) for name in names},

@@ -223,6 +223,11 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
     rubric = grpo.training_rubric(env, cfg)  # the env's terms, and the trainer's with cfg's weight
     assert rubric.weights(("step", "trainer")) == {"outcome": 1.0, "info_gain": 2.0}
     samples, metrics = rewards.score_groups(groups, rubric, cfg, None, None, None)
+    # an env of yours without a rubric: its reward is its own, its components logged by name
+    own = grpo.training_rubric(SimpleNamespace(unwrapped=SimpleNamespace()), cfg)
+    assert own.weights(("step", "episode", "trainer")) == {"info_gain": 2.0}
+    groups[0][0].reward_components["found"] = 1.0
+    assert rewards.score_groups(groups, own, cfg, None, None, None)[1]["reward/found"] == 0.5
     assert [len(group) for group in samples] == [2]  # the groups stay groups
     assert metrics["reward/total"] == (1.0 + 2.0 * 0.5 + 0.0 + 2.0 * 0.25) / 2
     assert metrics["reward/info_gain"] == 0.375
