@@ -117,7 +117,8 @@ class Rubric:
     def weights(self, when: Iterable[When] = ("step", "episode")) -> dict[str, float]:
         """``{name: weight}`` of the terms scored ``when``: an episode's reward is the weighted
         sum of its summed ``reward_components`` (what adapters hand to other trainers)."""
-        return {t.name: t.weight for t in self.terms if t.when in tuple(when)}
+        scored = tuple(when)
+        return {t.name: t.weight for t in self.terms if t.when in scored}
 
     def total(self, values: Mapping[str, float], when: When = "step") -> float:
         """The weighted sum of the ``when`` terms' ``values``: the gains, less `cost`."""

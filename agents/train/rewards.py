@@ -76,8 +76,8 @@ def score_groups(
     }
     if gains is not None:
         metrics["reward/info_gain"] = mean([sum(g) for g in gains])
-    sizes = [len(group) for group in groups]
-    return [samples[sum(sizes[:g]) : sum(sizes[: g + 1])] for g in range(len(groups))], metrics
+    in_order = iter(samples)
+    return [[next(in_order) for _ in group] for group in groups], metrics
 
 
 def mean(values: Sequence[float]) -> float:
