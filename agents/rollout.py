@@ -66,8 +66,21 @@ class Episode:
     truncated: bool = False
     evidence: list[str] = field(default_factory=list)
     """Ids of the task's gold evidence documents."""
+    error: str | None = None
+    """What ended an agent program's episode besides the env: it raised, ran past its time limit,
+    never answered, or sent malformed requests (`searchgym.agents.gateway.programs`)."""
     # the tokens of a policy-backed agent's episode, for training; not saved with the episode
     trajectory: Any = field(default=None, repr=False, compare=False)
+    streams: Any = field(default=None, repr=False, compare=False)
+    """An agent program's token streams (`searchgym.agents.gateway.records.token_streams`), in
+    place of ``trajectory``; not saved with the episode."""
+
+    @property
+    def token_streams(self) -> list[Any]:
+        """The episode's token streams a trainer learns from: a program's, or the trajectory."""
+        if self.streams is not None:
+            return self.streams
+        return [] if self.trajectory is None else [self.trajectory]
 
     @property
     def n_turns(self) -> int:
@@ -75,7 +88,7 @@ class Episode:
 
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)
-        del row["trajectory"]
+        del row["trajectory"], row["streams"]
         return row
 
     @classmethod

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from searchgym.errors import SearchGymError
 from searchgym.registry import PluginWarning, describe_exception, load_plugins
 
-COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "serve_env", "plot", "view")
+COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "serve_env", "gateway", "plot", "view")
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
 
 

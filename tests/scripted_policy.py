@@ -1,9 +1,9 @@
 """A policy for tests that writes a script instead of sampling."""
 
-from searchgym.agents.policies.base import Completion
+from searchgym.agents.policies.base import Completion, RolloutEngine
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(RolloutEngine):
     """Answers every prompt with the next text of ``script``, as a model would: its token ids, plus
     the end-of-sequence token unless a stop string ends the text. Each token gets ``logprob``
     (None: no log-probs, as a scripted agent has none). Records the prompts and the calls."""
@@ -26,6 +26,9 @@ class ScriptedPolicy:
             logprobs = [] if self.logprob is None else [self.logprob] * len(ids)
             out.append(Completion(text, ids, logprobs, "stop"))
         return out
+
+    def reseed(self, seed):
+        """A script has no randomness to seed."""
 
     def chat(self, conversations, params):
         raise AssertionError("a policy with a tokenizer is driven by token ids")

@@ -39,6 +39,7 @@ FORBIDDEN = {
     "searchgym.agents.policies": ("searchgym.agents.train", "searchgym.agents.scripted", *CLI),
     "searchgym.agents.scripted": ("searchgym.agents.train", "searchgym.agents.policies", *CLI),
     "searchgym.agents.rollout": ("searchgym.agents.train", *CLI),
+    "searchgym.agents.gateway": ("searchgym.agents.train", *CLI),  # the trainer plays programs through it
     "searchgym.agents": CLI,
     "searchgym.viewer": ("searchgym.envs", "searchgym.agents", "searchgym.retrievers", *CLI),  # reads files
     # one training step, bottom to top: schedule <- play <- rewards <- update <- grpo (the loop)

@@ -102,6 +102,14 @@ class GRPOConfig:
     per step, guidance")."""
     rollout_engine: RolloutEngine = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
+    program: str | None = None
+    """Your own agent program (``module:function`` or ``file.py:function``) plays the episodes in
+    place of searchgym's prompt loop: it gets each task's question, an OpenAI client whose calls
+    a gateway records token by token, and the env's tools (see docs/programs.md). Information
+    gain, IGPO and guides read searchgym's own prompts, so they do not apply to a program."""
+    program_time_limit_s: float = 300.0
+    """A program's episode still running after this long ends with an error: scored as the env
+    left it, trained on the calls it made."""
 
     # -- rewards (the env's components, plus information gain computed here)
     rewards: dict[str, Any] = field(default_factory=dict)
@@ -229,6 +237,8 @@ class GRPOConfig:
         self._check_env()
         check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
         self._check_agents_and_policy()
+        if self.program is not None:
+            self._check_program()
         if self.chat_template is not None:
             resolve_chat_template(self.chat_template)  # an unknown name or missing file fails here
 
@@ -270,6 +280,23 @@ class GRPOConfig:
                 f"see the arguments of {spec.entry_point}"
             )
 
+    def _check_program(self) -> None:
+        """The program loads, and no option that reads searchgym's own prompts is set."""
+        from searchgym.agents.gateway.programs import load_program  # lazy: the openai client
+
+        load_program(self.program)  # type: ignore[arg-type]
+        clashes = {
+            "info_gain": self.info_gain,
+            "advantage: igpo": self.advantage == "igpo",
+            "guide": self.guide,
+        }
+        set_ = [name for name, value in clashes.items() if value]
+        if set_:
+            raise ConfigError(
+                f"{', '.join(set_)} read searchgym's own prompts and do not apply to a program "
+                f"({self.program}); unset them to train it"
+            )
+
     @property
     def info_gain_weight(self) -> float:
         return max(self.info_gain, 1.0) if self.advantage == "igpo" else self.info_gain
@@ -298,6 +325,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "max_refill_rounds": _at_least(0),
     "max_refill_seconds": (lambda v: v >= 0, ">= 0 (or null: no bound)"),
+    "program_time_limit_s": (lambda v: v > 0, "> 0"),
     "oversample": (lambda v: v >= 1, ">= 1 (a factor on tasks_per_step)"),
     "info_gain": _at_least(0),
     "stratified_alpha": (lambda v: 0 <= v <= 1, "in [0, 1]"),

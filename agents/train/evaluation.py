@@ -7,6 +7,7 @@ from typing import Any
 
 from accelerate.utils import gather_object
 
+from searchgym.agents.gateway.programs import ProgramPlayer
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import SamplingParams, TokenizedPolicy
 from searchgym.agents.rollout import episode_progress, run_episodes
@@ -16,10 +17,13 @@ from searchgym.errors import ConfigError
 from searchgym.stats import bootstrap_ci, paired_bootstrap_ci
 
 
-def evaluate(cfg: GRPOConfig, policy: TokenizedPolicy, accelerator: Any = None) -> dict[str, Any]:
+def evaluate(
+    cfg: GRPOConfig, policy: TokenizedPolicy, accelerator: Any = None, programs: ProgramPlayer | None = None
+) -> dict[str, Any]:
     """Greedy episodes on the first ``cfg.eval_tasks`` tasks of the eval split (shared out over
-    processes); mean EM (with its 95 % bootstrap interval, ``em_low``/``em_high``), F1, searches,
-    turns and invalid-action rate, and ``em_per_task`` (in task order) for paired comparisons."""
+    processes), played by the policy or by an agent program (``programs``); mean EM (with its
+    95 % bootstrap interval, ``em_low``/``em_high``), F1, searches, turns and invalid-action
+    rate, and ``em_per_task`` (in task order) for paired comparisons."""
     env = make_env(cfg, cfg.eval_split)
     tasks = list(env.unwrapped.tasks)[: cfg.eval_tasks]
     env.close()
@@ -33,18 +37,25 @@ def evaluate(cfg: GRPOConfig, policy: TokenizedPolicy, accelerator: Any = None) 
     params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0)
     show = cfg.progress and rank == 0
     progress = episode_progress(len(mine), f"{cfg.eval_split} eval", disable=not show)
+    n_envs = min(len(mine), policy.max_batch_size or len(mine))
     with policy.float_weights(), progress as callbacks:  # not the CPU engine's int8 copy
-        episodes = run_episodes(
-            lambda: make_env(cfg, cfg.eval_split),
-            lambda: PolicyAgent(policy, params),
-            mine,
-            # a policy that decodes in batches of max_batch_size (HF, the CPU engine) gets that many
-            # episodes at a time: more would only queue, and would outgrow the CPU engine's cache
-            # of each episode's keys and values, which then re-reads whole episodes every turn
-            n_envs=min(len(mine), policy.max_batch_size or len(mine)),
-            seed=cfg.seed,
-            **callbacks,
-        )
+        if programs is not None:
+            envs = [make_env(cfg, cfg.eval_split) for _ in range(n_envs)]
+            episodes = programs.play(envs, mine, params, cfg.seed, on_episode=callbacks["on_episode"])
+            for env in envs:
+                env.close()
+        else:
+            episodes = run_episodes(
+                lambda: make_env(cfg, cfg.eval_split),
+                lambda: PolicyAgent(policy, params),
+                mine,
+                # a policy that decodes in batches of max_batch_size (HF, the CPU engine) gets that
+                # many episodes at a time: more would only queue, and would outgrow the CPU engine's
+                # cache of each episode's keys and values, which then re-reads whole episodes every turn
+                n_envs=n_envs,
+                seed=cfg.seed,
+                **callbacks,
+            )
     policy.drop_caches()
     rows = [
         (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid) for i, e in enumerate(episodes)

@@ -27,6 +27,8 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
+from searchgym.agents.gateway.programs import ProgramPlayer, load_program
+from searchgym.agents.gateway.server import Gateway
 from searchgym.agents.policies.cached import native_bf16
 from searchgym.agents.train.checkpoint import (
     checkpoint_dir,
@@ -89,13 +91,14 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
         return finished | {"resumed_from": cfg.steps, "is_main_process": main, "already_finished": True}
 
     def evaluated(when: str) -> dict[str, Any]:
-        metrics = evaluate(cfg, engine, accelerator)
+        metrics = evaluate(cfg, engine, accelerator, programs)
         if on_eval is not None and main:
             on_eval(when, metrics)
         return metrics
 
     check_splits_apart(cfg)  # before the model loads
     policy, engine = load_policies(cfg, accelerator.device)
+    programs = _program_player(cfg, engine) if cfg.program else None
     model, tokenizer = policy.model, policy.tokenizer
     trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -151,7 +154,7 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
     for step in range(start_step, cfg.steps):
         tick = time.perf_counter()
         groups, played = play_step(
-            engine, envs, train_tasks, step, cfg, params, accelerator, status=bar.set_postfix_str
+            engine, envs, train_tasks, step, cfg, params, accelerator, bar.set_postfix_str, programs
         )
         if played.get("rollout/short_groups") and main:
             note = short_step_note(step + 1, played, cfg, per_process(cfg.tasks_per_step, accelerator))
@@ -205,7 +208,15 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     for env in envs:
         env.close()
+    if programs is not None:
+        programs.gateway.close()
     return summary
+
+
+def _program_player(cfg: GRPOConfig, engine: Any) -> ProgramPlayer:
+    """``cfg.program`` played through a gateway in front of ``engine``, served on a loopback port."""
+    gateway = Gateway(engine, cfg.sampling).__enter__()
+    return ProgramPlayer(load_program(cfg.program), gateway, time_limit_s=cfg.program_time_limit_s)
 
 
 def training_rubric(env: gym.Env, cfg: GRPOConfig) -> Rubric:

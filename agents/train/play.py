@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from searchgym.agents.gateway.programs import ProgramPlayer
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import SamplingParams, TokenizedPolicy
 from searchgym.agents.rollout import Episode, rollout
@@ -49,7 +50,28 @@ def play_groups(
         if episode.trajectory is None:
             raise ConfigError(f"GRPO trains a local model; policy {engine.name!r} returned no tokens")
         episodes[i] = episode
-    return [episodes[g * group_size : (g + 1) * group_size] for g in range(len(tasks))]
+    return grouped(episodes, group_size)
+
+
+def play_program_groups(
+    programs: ProgramPlayer,
+    envs: Sequence[gym.Env],
+    tasks: Sequence[Task],
+    params: SamplingParams,
+    group_size: int,
+    seed: int,
+    on_turn: Callable[[int], None] | None = None,
+) -> list[Group]:
+    """`play_groups` for an agent program: ``group_size`` episodes of every task, played by the
+    program through the gateway, all envs at once. ``on_turn`` hears each episode's turns as it ends."""
+    repeated = [task for task in tasks for _ in range(group_size)]
+    heard = (lambda episode: on_turn(episode.n_turns)) if on_turn else None
+    return grouped(programs.play(envs, repeated, params, seed, on_episode=heard), group_size)
+
+
+def grouped(episodes: Sequence[Episode], group_size: int) -> list[Group]:
+    """Consecutive runs of ``group_size`` episodes, one group per task."""
+    return [list(episodes[g : g + group_size]) for g in range(0, len(episodes), group_size)]
 
 
 def play_step(
@@ -61,6 +83,7 @@ def play_step(
     params: SamplingParams,
     accelerator: Any,
     status: Callable[[str], None] = lambda text: None,
+    programs: ProgramPlayer | None = None,
 ) -> tuple[list[Group], dict[str, float]]:
     """The groups step ``step`` learns from, and how many were played. Without dynamic sampling,
     the step's tasks (`step_tasks`). With it (DAPO), groups whose rewards are all equal carry no
@@ -70,7 +93,8 @@ def play_step(
     CPU engine keeps the trained episodes' keys and values, across rounds, for the information
     gain (the others' it frees at once): call ``engine.drop_caches()`` before the update. Refill
     rounds stop after ``max_refill_seconds`` too; ``rollout/short_groups`` counts the informative
-    groups the step lacks. ``status(text)`` hears the round and the turns played, as they are."""
+    groups the step lacks. ``status(text)`` hears the round and the turns played, as they are.
+    With ``programs``, an agent program plays the episodes (`play_program_groups`)."""
     tasks = step_tasks(train_tasks, step, cfg, accelerator)
     start = time.perf_counter()
     seed = step_seed(cfg, step, accelerator)
@@ -84,6 +108,10 @@ def play_step(
             status(f"round {round_}: {len(tasks)} groups, {turns} turns")
 
         seed_now, played_envs = round_seed(seed, round_), envs[: len(tasks) * cfg.group_size]
+        if programs is not None:
+            return play_program_groups(
+                programs, played_envs, tasks, params, cfg.group_size, seed_now, on_turn
+            )
         groups = play_groups(engine, played_envs, tasks, params, cfg.group_size, seed_now, on_turn)
         return guided(engine, envs, tasks, groups, cfg, seed_now) if cfg.guide else groups
 
@@ -157,10 +185,12 @@ def informative(engine: TokenizedPolicy, groups: Sequence[Group]) -> list[Group]
 
 
 def forget(engine: TokenizedPolicy, groups: Sequence[Group]) -> None:
-    """Free what the engine kept of these groups' episodes, which the step will not train on."""
+    """Free what the engine kept of these groups' episodes, which the step will not train on (a
+    program's episodes were freed as they ended)."""
     for group in groups:
         for episode in group:
-            engine.forget(episode.trajectory.prompt_ids + episode.trajectory.ids)
+            if episode.trajectory is not None:
+                engine.forget(episode.trajectory.prompt_ids + episode.trajectory.ids)
 
 
 def is_degenerate(group: Group) -> bool:

@@ -1,7 +1,7 @@
 """A GRPO step's rewards and advantages: the env's rubric scored each episode as it was played;
 the trainer adds its own terms (information gain, IGPO) and turns the rewards into per-token
 advantages within each group (`score_groups`). The groups stay groups: one list of loss samples
-per task, as the update reads them."""
+per task, as the update reads them (an agent program's episode may give several, or none)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def score_groups(
         else:
             adv = group_advantages(rewards, scale=cfg.advantage == "grpo")
         per_turn = [[float(a)] * max(ep.n_turns, 1) for a, ep in zip(adv.flatten(), flat)]
-    samples = [to_sample(ep.trajectory, turn_adv) for ep, turn_adv in zip(flat, per_turn)]
+    samples = [episode_samples(ep, turn_adv) for ep, turn_adv in zip(flat, per_turn)]
     # the env's terms, then any component an env without a rubric reports
     reported = sorted({name for ep in flat for name in ep.reward_components})
     names = dict.fromkeys([*(t.name for t in rubric.terms if t.when != "trainer"), *reported])
@@ -71,13 +71,13 @@ def score_groups(
         "reward/total": float(rewards.mean()),
         **{f"reward/{name}": mean([ep.reward_components.get(name, 0.0) for ep in flat]) for name in names},
         **{f"rollout/{name}": value for name, value in episode_metrics(flat).items()},
-        "rollout/response_tokens": mean([sum(s.mask) for s in samples]),
+        "rollout/response_tokens": mean([sum(sum(s.mask) for s in ep) for ep in samples]),
         "rollout/degenerate_trained": float(degenerate_groups(rewards).double().mean()),
     }
     if gains is not None:
         metrics["reward/info_gain"] = mean([sum(g) for g in gains])
     in_order = iter(samples)
-    return [[next(in_order) for _ in group] for group in groups], metrics
+    return [[s for _ in group for s in next(in_order)] for group in groups], metrics
 
 
 def mean(values: Sequence[float]) -> float:
@@ -95,6 +95,15 @@ def information_gains(
     trajectories = [ep.trajectory for ep in episodes]
     probabilities = batch_turn_answer_probabilities(model, trajectories, answers, cached_kv)
     return [information_gain(p) for p in probabilities]
+
+
+def episode_samples(episode: Episode, turn_advantages: Sequence[float]) -> list[Sample]:
+    """The loss samples of one episode: its trajectory's, or one per token stream of an agent
+    program (each call's tokens get the episode's advantage; a program that made no call
+    gives none)."""
+    if episode.streams is None:
+        return [to_sample(episode.trajectory, turn_advantages)]
+    return [to_sample(s, turn_advantages[:1] * len(s.turn_ends)) for s in episode.streams]
 
 
 def to_sample(trajectory: Trajectory, turn_advantages: Sequence[float]) -> Sample:

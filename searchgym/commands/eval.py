@@ -13,7 +13,7 @@ from typing import Any
 from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
 from searchgym.agents.policies import models
 from searchgym.agents.policies.base import SamplingParams
-from searchgym.agents.registry import is_policy_agent
+from searchgym.agents.registry import is_policy_agent, load_policy
 from searchgym.agents.rollout import episode_progress, sample_tasks
 from searchgym.commands.common import (
     add_env_args,
@@ -32,6 +32,7 @@ from searchgym.registry import check_env_id
 from searchgym.retrievers.simulated import WritingProgress
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+PROGRAM_POLICY = "cpu:smollm2-135m-instruct"
 _COLUMNS = [
     ("n", "n", "{:d}"),
     ("em", "EM", "{:.3f}"),
@@ -51,8 +52,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_env_args(p, "keyword argument for the env, value read as YAML (e.g. -E split=test -E hops=2)")
     p.add_argument(
         "--agent",
-        default="oracle,heuristic,random",
-        help="agent name, or several separated by commas (default: all scripted agents)",
+        default=None,
+        help="agent name, or several separated by commas (default: all scripted agents); with --program, "
+        f"the one policy its model calls go to (default {PROGRAM_POLICY})",
+    )
+    p.add_argument(
+        "--program",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="your own agent program (or file.py:function), played through a token-recording gateway in "
+        "front of --agent's policy: run(question, client, tools) (see docs/programs.md)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=300.0,
+        help="--program: seconds one episode may run before it ends with an error (default 300)",
     )
     p.add_argument("--n", type=int, default=100, help="number of tasks, sampled without replacement")
     p.add_argument("--seed", type=int, default=0)
@@ -107,7 +122,18 @@ def run(args: argparse.Namespace) -> int:
     default_out = Path("runs") / "eval" / args.env.replace("/", "_") / time.strftime("%Y%m%d-%H%M%S")
     out = check_writable_dir(args.out or default_out, "--out")
     env_kwargs = dict(args.env_arg)
-    agent_names = [a.strip() for a in args.agent.split(",") if a.strip()]
+    default_agents = PROGRAM_POLICY if args.program else "oracle,heuristic,random"
+    agent_names = [a.strip() for a in (args.agent or default_agents).split(",") if a.strip()]
+    if args.program and (len(agent_names) != 1 or not is_policy_agent(agent_names[0])):
+        raise SearchGymError(
+            "--program sends its model calls to one policy: give --agent BACKEND:MODEL "
+            f"(e.g. {PROGRAM_POLICY}), got {args.agent!r}"
+        )
+    program = None
+    if args.program:
+        from searchgym.agents.gateway.programs import load_program  # lazy: see play_program
+
+        program = load_program(args.program)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
     _convert_models([*agent_names, *filter(None, [args.simulator])], show_progress=not args.no_progress)
     check_agents(agent_names, args.seed, params)  # fail on a typo before any work
@@ -123,15 +149,21 @@ def run(args: argparse.Namespace) -> int:
 
     results: dict[str, dict[str, Any]] = {}
     for name in agent_names:
+        n_envs = args.n_envs or (32 if is_policy_agent(name) else 4)
         with episode_progress(n, f"{name:>10}", disable=args.no_progress) as callbacks:
-            episodes = run_episodes(
-                lambda: make(args.env, **make_kwargs),
-                functools.partial(make_agent, name, seed=args.seed, params=params),
-                tasks,
-                n_envs=args.n_envs or (32 if is_policy_agent(name) else 4),
-                seed=args.seed,
-                **callbacks,
-            )
+            if program is not None:
+                envs = [make(args.env, **make_kwargs) for _ in range(min(n_envs, n))]
+                episodes = play_program(program, name, envs, tasks, params, args, callbacks["on_episode"])
+                name = args.program
+            else:
+                episodes = run_episodes(
+                    lambda: make(args.env, **make_kwargs),
+                    functools.partial(make_agent, name, seed=args.seed, params=params),
+                    tasks,
+                    n_envs=n_envs,
+                    seed=args.seed,
+                    **callbacks,
+                )
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
         results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}
 
@@ -149,6 +181,23 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(results))
         print(f"trajectories, metrics.json and {plot.name} in {out}")
     return 0
+
+
+def play_program(program, agent: str, envs, tasks, params, args, on_episode) -> list:
+    """Episodes of ``program`` through a gateway in front of ``agent``'s policy."""
+    # lazy: the openai client and the gateway's server, which every CLI start would import (1 s)
+    from searchgym.agents.gateway.programs import ProgramPlayer
+    from searchgym.agents.gateway.server import Gateway
+
+    backend, _, model = agent.partition(":")
+    gateway = Gateway(load_policy(backend, model, args.seed), params)
+    with gateway:
+        episodes = ProgramPlayer(program, gateway, time_limit_s=args.time_limit).play(
+            envs, tasks, params, args.seed, on_episode
+        )
+    for env in envs:
+        env.close()
+    return episodes
 
 
 def format_table(results: dict[str, dict[str, Any]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="start afresh in a run dir that holds checkpoints (not --resume)",
     )
+    p.add_argument(
+        "--program",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="train your own agent program (or file.py:function) on the env: run(question, client, tools), "
+        "its model calls recorded by a gateway (the config key program; see docs/programs.md)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(run=run)
 
@@ -47,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append("overwrite=true")
     if args.no_progress:
         overrides.append("progress=false")
+    if args.program:
+        overrides.append(f"program={json.dumps(args.program)}")  # JSON: a YAML string, colons and all
     cfg = load_config(args.config, overrides)
     check_before_loading(cfg)
     labels = {"base": "as loaded", "before": "after SFT" if cfg.warm_start_episodes else "before GRPO"}

@@ -1,0 +1,1 @@
+"""A token-recording OpenAI-compatible gateway, and agent programs played through it."""

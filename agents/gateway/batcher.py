@@ -1,0 +1,109 @@
+"""One generation call for the requests of many programs at once.
+
+Requests arrive one by one, each from its own program. `Batcher` hands them to the policy from
+one thread: it takes the first waiting request, gathers more until every open episode is waiting
+for the model (``ready``) or ``window_s`` has passed, and generates the gathered prompts in one
+``policy.generate`` call per distinct `SamplingParams` (at most ``policy.max_batch_size`` or
+``max_batch`` prompts per call).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from searchgym.generation import Completion, SamplingParams
+
+_STOP = object()
+POLL_S = 0.002
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: Future
+
+
+class Batcher:
+    """Generates with ``policy`` from a thread of its own (see the module docstring); ``ready(n)``
+    says whether ``n`` waiting requests are all that can come."""
+
+    def __init__(
+        self,
+        policy,
+        *,
+        window_s: float = 0.02,
+        max_batch: int | None = None,
+        ready: Callable[[int], bool] = lambda n: False,
+    ) -> None:
+        self.policy = policy
+        self.window_s = window_s
+        self.max_batch = max_batch or getattr(policy, "max_batch_size", None) or 64
+        self.ready = ready
+        self.lock = threading.Lock()
+        """Held while the policy generates: take it to use the policy from another thread."""
+        self.batches: list[int] = []
+        """The size of every batch generated, for benchmarks and tests."""
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="searchgym-gateway-batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, prompt_ids: Sequence[int], params: SamplingParams) -> Future:
+        """A future of the completion of ``prompt_ids``."""
+        future: Future = Future()
+        self._queue.put(_Request(list(prompt_ids), params, future))
+        return future
+
+    def close(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            stop = self._gather(batch)
+            by_params: dict[SamplingParams, list[_Request]] = defaultdict(list)
+            for request in batch:
+                by_params[request.params].append(request)
+            for params, requests in by_params.items():
+                self._generate(requests, params)
+            if stop:
+                return
+
+    def _gather(self, batch: list) -> bool:
+        """Add waiting requests to ``batch`` (see the module docstring); True if told to stop.
+        Polls every `POLL_S`: an episode that ends makes the rest ready without a new request."""
+        deadline = time.monotonic() + self.window_s
+        while len(batch) < self.max_batch and not self.ready(len(batch)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                request = self._queue.get(timeout=min(left, POLL_S))
+            except queue.Empty:
+                continue
+            if request is _STOP:
+                return True
+            batch.append(request)
+        return False
+
+    def _generate(self, requests: list[_Request], params: SamplingParams) -> None:
+        try:
+            with self.lock:
+                completions: list[Completion] = self.policy.generate([r.prompt_ids for r in requests], params)
+        except Exception as error:  # every waiting program hears it; the gateway answers 500
+            for request in requests:
+                request.future.set_exception(error)
+            return
+        self.batches.append(len(requests))
+        for request, completion in zip(requests, completions):
+            request.future.set_result(completion)

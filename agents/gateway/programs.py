@@ -1,0 +1,237 @@
+"""Agent programs: your own agent, unchanged, played on searchgym's envs through the gateway.
+
+A program is a function ``run(question, client, tools)`` (or ``async def``): ``question`` is the
+task's question, ``client`` an ``openai.OpenAI`` (``openai.AsyncOpenAI`` for an async program)
+whose base URL and API key are the episode's own at the `Gateway` (any model name is accepted;
+frameworks that take a base URL and key read ``client.base_url`` and ``client.api_key``), and
+``tools`` the episode's env tools (`EpisodeTools`). It returns its answer, or None after calling
+``tools.answer``. Each tool call is a step of the env, so costs, tool errors, turn limits and the
+answer are scored by the env's own rubric, as for any agent.
+
+`ProgramPlayer` plays many episodes at once (one thread per env), each under a time limit. A
+program that raises, runs past its time limit, returns no answer or sends malformed requests ends
+its episode with ``Episode.error`` set; the episode is scored as the env left it, its recorded
+calls are its training samples (none if it made no call), and the others play on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import openai
+
+from searchgym.agents.gateway.records import token_streams
+from searchgym.agents.gateway.server import Gateway
+from searchgym.agents.integrations.session import EPISODE_OVER, EnvSession, tool_message
+from searchgym.agents.rollout import Episode
+from searchgym.errors import ConfigError
+from searchgym.generation import SamplingParams
+from searchgym.tasks.task import Task
+
+Program = Callable[[str, Any, "EpisodeTools"], Any]
+
+
+def load_program(spec: str) -> Program:
+    """The program ``spec`` names: ``package.module:function`` (the current directory is on the
+    import path) or ``path/to/file.py:function``; a `ConfigError` says what is missing."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ConfigError(f"--program takes module:function or file.py:function, got {spec!r}")
+    try:
+        if target.endswith(".py"):
+            path = Path(target)
+            if not path.is_file():
+                raise ConfigError(f"program file {target} does not exist")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+            module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            import sys
+
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(target)
+    except ImportError as error:
+        raise ConfigError(f"cannot import the program's module {target!r}: {error}") from None
+    program = getattr(module, attr, None)
+    if not callable(program):
+        raise ConfigError(f"{target} has no function {attr!r} (--program {spec})")
+    try:
+        inspect.signature(program).bind("question", "client", "tools")
+    except TypeError:
+        raise ConfigError(f"the program {spec} must take (question, client, tools)") from None
+    except ValueError:
+        pass  # a builtin without a signature: called as it is
+    return program
+
+
+class EpisodeTools:
+    """The env's tools for one episode's program: ``call(name, **arguments)`` plays one tool call
+    as the env's next step and returns what the tool returned (the text a model reads), and each
+    tool is a method too (``tools.search(query=...)``, ``tools.answer(answer=...)``). ``schemas``
+    are the tools as OpenAI function tools, for a program that hands them to its model.
+    After the episode ends, a call returns `EPISODE_OVER`; after its time limit, it raises."""
+
+    def __init__(self, session: EnvSession, instructions: str) -> None:
+        self._session = session
+        self.instructions = instructions
+        """The env's first observation: its own instructions and the question."""
+        self.names = [t.name for t in session.tools]
+        self.schemas = [t.schema() for t in session.tools]
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def done(self) -> bool:
+        """The episode is over (the program answered, or reached the env's turn limit)."""
+        return self._session.done
+
+    def call(self, name: str, /, **arguments: str) -> str:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this episode has ended (its time limit passed); its tools are closed")
+            if self._session.done:
+                return EPISODE_OVER
+            step = self._session.call(name, arguments)
+        return tool_message(self._session.protocol, step.observation, step.terminated, step.truncated)
+
+    def __getattr__(self, name: str) -> Callable[..., str]:
+        if name.startswith("_") or name not in self.__dict__.get("names", ()):
+            raise AttributeError(f"{name!r} is not one of this env's tools ({', '.join(self.names)})")
+        return lambda **arguments: self.call(name, **arguments)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+class ProgramPlayer:
+    """Plays ``program`` on envs through ``gateway``, ``time_limit_s`` per episode."""
+
+    def __init__(self, program: Program, gateway: Gateway, *, time_limit_s: float = 300.0) -> None:
+        self.program = program
+        self.gateway = gateway
+        self.time_limit_s = time_limit_s
+
+    def play(
+        self,
+        envs: Sequence[gym.Env],
+        tasks: Sequence[Task],
+        params: SamplingParams,
+        seed: int,
+        on_episode: Callable[[Episode], None] | None = None,
+    ) -> list[Episode]:
+        """One episode of every task, in task order, ``len(envs)`` at a time; task ``i`` is reset
+        with seed ``seed + i`` and samples with ``params``."""
+        policy = self.gateway.policy
+        with self.gateway.batcher.lock:
+            policy.reseed(seed)
+        todo: queue.Queue = queue.Queue()
+        for item in enumerate(tasks):
+            todo.put(item)
+        episodes: list[Any] = [None] * len(tasks)
+        failures: list[BaseException] = []
+
+        def work(env: gym.Env) -> None:
+            try:
+                session = EnvSession(env)
+                while True:
+                    try:
+                        i, task = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    episodes[i] = self._play_one(session, task, seed + i, params)
+                    if on_episode is not None:
+                        on_episode(episodes[i])
+            except BaseException as error:  # a bug of ours or the env's: raised in the caller
+                failures.append(error)
+
+        workers = [threading.Thread(target=work, args=(env,), daemon=True) for env in envs[: len(tasks)]]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        if failures:
+            raise failures[0]
+        return episodes
+
+    def _play_one(self, session: EnvSession, task: Task, seed: int, params: SamplingParams) -> Episode:
+        instructions, _ = session.reset(seed=seed, task=task)
+        key = self.gateway.open_episode(task.id, params)
+        tools = EpisodeTools(session, instructions)
+        result, error = run_program(
+            self.program, task.question, self.gateway.url + "/v1", key, tools, self.time_limit_s
+        )
+        log = self.gateway.close_episode(key)
+        tools.close()
+        if error is None:
+            error = self._submit(session, result)
+        episode = session.episode
+        assert episode is not None
+        episode.error = "; ".join([e for e in [error, *log.errors] if e]) or None
+        episode.streams = token_streams(log.calls)
+        with self.gateway.batcher.lock:  # the engine's kept keys and values of this episode
+            for stream in episode.streams:
+                self.gateway.policy.forget(stream.prompt_ids + stream.ids)
+        return episode
+
+    @staticmethod
+    def _submit(session: EnvSession, result: Any) -> str | None:
+        """Play a returned answer where the program did not answer itself; the error, if any."""
+        if result is not None and not isinstance(result, str):
+            kind = type(result).__name__
+            return f"the program returned a {kind}; return the answer text, or None after tools.answer"
+        if session.done:
+            return None
+        if result is None:
+            return "the program returned no answer and did not call tools.answer"
+        answer = next(t for t in session.tools if t.name == "answer")
+        session.call("answer", {answer.params[0].name: result})
+        return None
+
+
+def run_program(
+    program: Program, question: str, base_url: str, key: str, tools: EpisodeTools, time_limit_s: float
+) -> tuple[Any, str | None]:
+    """Run one episode of ``program`` in a thread of its own; its result, or what went wrong (it
+    raised, or ran past ``time_limit_s``: an async program is cancelled, a sync one is left to
+    its daemon thread, its credentials and tools closed by the caller)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            credentials = {"base_url": base_url, "api_key": key, "max_retries": 0, "timeout": time_limit_s}
+            if inspect.iscoroutinefunction(program):
+
+                async def run_async() -> Any:
+                    async with openai.AsyncOpenAI(**credentials) as client:
+                        return await asyncio.wait_for(program(question, client, tools), time_limit_s)
+
+                outcome["value"] = asyncio.run(run_async())
+            else:
+                with openai.OpenAI(**credentials) as client:
+                    outcome["value"] = program(question, client, tools)
+        except (asyncio.TimeoutError, TimeoutError):
+            outcome["error"] = f"the program ran past its time limit of {time_limit_s:g} s"
+        except BaseException as error:  # the program's failure is the episode's, not the run's
+            outcome["error"] = f"the program raised {type(error).__name__}: {error}"
+
+    thread = threading.Thread(target=target, name=f"searchgym-program-{next(_numbers)}", daemon=True)
+    thread.start()
+    thread.join(time_limit_s + 1.0)
+    if thread.is_alive():
+        return None, f"the program ran past its time limit of {time_limit_s:g} s"
+    return outcome.get("value"), outcome.get("error")
+
+
+_numbers = itertools.count()
