@@ -166,6 +166,7 @@ def check_injection_is_text(driver):
     assert driver.execute_script("return window.__pwned") is None
     page = driver.find_element(By.ID, "app").text
     assert f"Who wrote {INJECTION}?" in page and f"A document containing {INJECTION} as text." in page
+    assert f"the program raised ValueError: {INJECTION}" in page  # an agent program's error
     assert driver.execute_script("return document.querySelectorAll('#app script, #app img').length") == 0
 
 

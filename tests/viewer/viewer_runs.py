@@ -141,6 +141,7 @@ def injection_episode() -> Episode:
         obs_tokens=30,
         terminated=True,
         evidence=["evil"],
+        error=f"the program raised ValueError: {INJECTION}",  # an agent program's error, shown as text
     )
 
 

@@ -137,7 +137,8 @@ SG.episodeHeader = function episodeHeader(ep, ov) {
     ["hops", ep.metadata && ep.metadata.hops], ["step", ep.step ?? src.step], ["group", ep.group],
     ["searches", ep.n_searches], ["invalid", ep.n_invalid], ["errors", ep.n_errors], ["turns", ep.turns.length],
     ["obs tokens", ep.obs_tokens], ["F1", SG.fmt(ep.f1, 2)],
-    ["end", ep.terminated ? "answered" : ep.truncated ? "truncated" : "—"]].filter(([, v]) => v !== undefined && v !== null);
+    ["end", ep.terminated ? "answered" : ep.truncated ? "truncated" : "—"],
+    ["program error", ep.error]].filter(([, v]) => v !== undefined && v !== null);
   return h("section", { class: "card ep-head" },
     h("h1", { class: "question" }, ep.question),
     h("div", { class: "answers" },
