@@ -77,6 +77,8 @@ def check_messages(messages: Any) -> list[dict[str, Any]]:
         role = "system" if message["role"] == "developer" else message["role"]
         rendered: dict[str, Any] = {"role": role, "content": text_content(message.get("content"), i)}
         if role == "assistant" and message.get("tool_calls"):
+            if not isinstance(message["tool_calls"], list):
+                raise RequestError(f"messages[{i}].tool_calls must be a list", f"messages[{i}].tool_calls")
             rendered["tool_calls"] = [_tool_call(call, i) for call in message["tool_calls"]]
         for key in ("name", "tool_call_id"):
             if isinstance(message.get(key), str):
@@ -121,7 +123,8 @@ def check_tools(tools: Any) -> list[dict[str, Any]] | None:
     ok = isinstance(tools, list) and all(
         isinstance(t, dict)
         and t.get("type") == "function"
-        and isinstance(t.get("function", {}).get("name"), str)
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
         for t in tools
     )
     if not ok:

@@ -152,6 +152,11 @@ def test_a_tool_result_after_a_tool_call_continues_the_sampled_stream(policy):
         ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web"}]}, "tools"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": 1}]},
+            "tools",
+        ),
+        ({"messages": [{"role": "assistant", "content": "x", "tool_calls": 5}]}, "messages[0].tool_calls"),
         ({"messages": [{"role": "user", "content": "x"}], "stop": [""]}, "stop"),
     ],
 )
