@@ -369,6 +369,9 @@ async def _json_body(request: Request) -> dict[str, Any]:
 def _check_unsupported(body: dict[str, Any]) -> None:
     if body.get("n", 1) != 1:
         raise RequestError("n must be 1: run one request per sample (each is recorded)", "n")
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type", "text") != "text":
+        raise RequestError("response_format must be text: the gateway samples free text", "response_format")
     choice = body.get("tool_choice")
     if choice not in (None, "auto", "none"):
         raise RequestError(

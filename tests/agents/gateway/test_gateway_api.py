@@ -158,6 +158,11 @@ def test_a_tool_result_after_a_tool_call_continues_the_sampled_stream(policy):
         ),
         ({"messages": [{"role": "assistant", "content": "x", "tool_calls": 5}]}, "messages[0].tool_calls"),
         ({"messages": [{"role": "user", "content": "x"}], "stop": [""]}, "stop"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
+            "response_format",
+        ),
+        ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "tool_choice"),
     ],
 )
 def test_malformed_requests_are_refused_and_noted_in_the_episode(gateway, body, param):
