@@ -1,5 +1,6 @@
 """The one command-line entry point: ``searchgym list | eval | train | sweep | index build |
-serve | serve-env | plot | view``. Each subcommand lives in its own module of `searchgym.commands`."""
+serve | serve-env | gateway | plot | view``. Each subcommand lives in its own module of
+`searchgym.commands`."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from doc_blocks import DOCS, ROOT, doc_block, free_port, page_blocks
+from doc_blocks import DOCS, ROOT, doc_block, free_port, page_blocks, serve, stop
 
 # (page, language, index among the page's blocks of that language) -> the test that runs it
 BLOCKS = {
@@ -45,6 +45,10 @@ BLOCKS = {
     ): "agents/integrations/test_verifiers_env.py::test_docs_page_verifiers03_section_runs",
     ("trainers/verl.md", "python", 0): "agents/integrations/test_verl_adapter.py::test_the_docs_page_runs",
     ("trainers/verl.md", "bash", 0): "agents/integrations/test_verl_adapter.py::test_the_docs_page_runs",
+    ("programs.md", "python", 0): "test_the_programs_page_shows_the_readmes_program",
+    ("programs.md", "bash", 0): "test_the_programs_page_shows_the_readmes_program",
+    ("programs.md", "bash", 1): "test_the_standalone_gateway_runs_as_written",
+    ("programs.md", "python", 1): "test_the_standalone_gateway_runs_as_written",
     ("getting-started.md", "bash", 0): "test_guide_pages.py::test_the_install_line_is_the_readmes_set_up",
     (
         "getting-started.md",
@@ -148,6 +152,31 @@ def test_the_openenv_and_mcp_pages_run_against_their_server():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_programs_page_shows_the_readmes_program():
+    """The page's program and commands are the README's, which test_readme_blocks.py runs."""
+    from test_readme import readme_block
+
+    for language in ("python", "bash"):
+        assert doc_block("programs.md", language) == readme_block("Train your own agent program", language)
+
+
+def test_the_standalone_gateway_runs_as_written(tmp_path, monkeypatch):
+    """The page's gateway command with the real SmolLM2 (on a free port instead of 8002), then its
+    client block against it, as written: the reply comes back and the call is in the record."""
+    port = str(free_port())
+    command = doc_block("programs.md", "bash", 1).strip()
+    assert shlex.split(command)[:2] == ["searchgym", "gateway"] and "8002" in command
+    server = serve(command.replace("8002", port), tmp_path, f"http://127.0.0.1:{port}/health")
+    try:
+        monkeypatch.chdir(tmp_path)
+        client = doc_block("programs.md", "python", 1).replace(":8002", f":{port}")
+        printed = run_python(client, "programs.md")
+    finally:
+        stop(server)
+    *_, n_ids, episode = printed.split()
+    assert episode == "episode-1" and 0 < int(n_ids) <= 16
 
 
 def test_the_trl_block_trains_on_the_env_its_warm_start_used():
