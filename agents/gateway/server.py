@@ -94,6 +94,9 @@ class Gateway:
         self.open_keys = open_keys
         self.sampling_from_requests = sampling_from_requests
         self.prompter = ChatPrompter(policy.tokenizer)
+        config = getattr(getattr(policy, "model", None), "config", None)
+        self.context: int | None = getattr(config, "max_position_embeddings", None)
+        """The most tokens the model reads (prompt and completion), where its config says."""
         self._episodes: dict[str, _Episode] = {}
         self._lock = threading.Lock()
         self._record = record.open("a", encoding="utf-8") if record else None
@@ -246,6 +249,14 @@ class Gateway:
     async def _sample(self, episode: _Episode, prompt_ids: list[int], params: SamplingParams) -> Completion:
         if not prompt_ids:
             raise RequestError("the prompt is empty", "prompt")
+        if self.context is not None:
+            room = self.context - len(prompt_ids)
+            if room < 1:
+                raise RequestError(
+                    f"the prompt has {len(prompt_ids)} tokens; the model reads at most {self.context}",
+                    "messages",
+                )
+            params = replace(params, max_new_tokens=min(params.max_new_tokens, room))
         completion = await asyncio.wrap_future(self.batcher.submit(prompt_ids, params))
         call = Call(
             prompt_ids,

@@ -194,3 +194,14 @@ def test_a_key_of_no_open_episode_is_refused(gateway):
 
 def test_models_lists_the_policy(gateway, policy):
     assert [m.id for m in client_of(gateway, "any").models.list().data] == [policy.name]
+
+
+def test_a_prompt_longer_than_the_models_context_is_refused_and_a_near_one_gets_what_room_is_left(gateway):
+    key = gateway.open_episode("e")
+    client = client_of(gateway, key)
+    context = gateway.context
+    with pytest.raises(openai.BadRequestError, match=f"the model reads at most {context}"):
+        client.completions.create(model="m", prompt=[1] * context, max_tokens=2)
+    client.completions.create(model="m", prompt=[1] * (context - 2), max_tokens=6)
+    (call,) = gateway.close_episode(key).calls
+    assert len(call.ids) <= 2
