@@ -76,13 +76,6 @@ class Episode:
     place of ``trajectory``; not saved with the episode."""
 
     @property
-    def token_streams(self) -> list[Any]:
-        """The episode's token streams a trainer learns from: a program's, or the trajectory."""
-        if self.streams is not None:
-            return self.streams
-        return [] if self.trajectory is None else [self.trajectory]
-
-    @property
     def n_turns(self) -> int:
         return len(self.turns)
 

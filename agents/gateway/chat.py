@@ -140,9 +140,6 @@ class ChatPrompter:
         self.format = ChatFormat(tokenizer)  # a ConfigError without a chat template
         self._shows_tools: dict[str, bool] = {}
 
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
     def prompt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, earlier: Sequence[ChatTurn]
     ) -> list[int]:
@@ -162,16 +159,16 @@ class ChatPrompter:
                     ended = self.format.close_turn(turn.completion)
                     return turn.prompt_ids + turn.completion.token_ids + ended + suffix
                 break
-        return self.encode(self.render(messages, tools, generation_prompt=True))
+        return self.format.encode(self.render(messages, tools, generation_prompt=True))
 
     def _suffix(self, messages: list[dict[str, Any]], k: int, tools: Any) -> list[int] | None:
         """The tokens that ``messages[k:]`` and the generation prompt add after the assistant
         turn ``messages[k - 1]``, or None where the template does not append them."""
         before = self.render(messages[:k], tools)
         after = self.render(messages, tools, generation_prompt=True)
-        if not (before.endswith(self.format._turn_end) and after.startswith(before)):
+        if not (before.endswith(self.format.turn_end) and after.startswith(before)):
             return None
-        return self.encode(after[len(before) :])
+        return self.format.encode(after[len(before) :])
 
     def render(self, messages: list[dict[str, Any]], tools: Any, generation_prompt: bool = False) -> str:
         if tools and not self._template_shows(tools):

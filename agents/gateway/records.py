@@ -29,15 +29,6 @@ class Call:
     finish_reason: str
     temperature: float
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "prompt_ids": self.prompt_ids,
-            "ids": self.ids,
-            "logprobs": self.logprobs,
-            "finish_reason": self.finish_reason,
-            "temperature": self.temperature,
-        }
-
 
 @dataclass
 class EpisodeLog:

@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,7 @@ class Gateway:
         params = self._params(episode, body)
         prompt_ids = await run_in_threadpool(self.prompter.prompt, messages, tools, list(episode.chats))
         completion = await self._sample(episode, prompt_ids, params)
-        reply = reply_message(self._text(completion, params), tools)
+        reply = reply_message(_before_stop(self._written(completion), params.stop), tools)
         episode.chats.append(
             ChatTurn(normalize(messages), tools_key(tools), normalize([reply])[0], prompt_ids, completion)
         )
@@ -212,9 +212,9 @@ class Gateway:
         params = self._params(episode, body)
         prompt_ids = await run_in_threadpool(self._text_prompt, episode, prompt)
         completion = await self._sample(episode, prompt_ids, params)
-        text = self._text(completion, params)
+        written = self._written(completion)
+        text = _before_stop(written, params.stop)
         if isinstance(prompt, str):
-            written = self.prompter.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
             episode.texts.append((prompt + written, prompt_ids, completion))
         choice: dict[str, Any] = {
             "index": 0,
@@ -243,7 +243,7 @@ class Gateway:
             return prompt
         for seen, prompt_ids, completion in reversed(episode.texts):
             if prompt.startswith(seen):
-                return prompt_ids + completion.token_ids + self.prompter.encode(prompt[len(seen) :])
+                return prompt_ids + completion.token_ids + self.prompter.format.encode(prompt[len(seen) :])
         return list(self.prompter.tokenizer(prompt)["input_ids"])
 
     async def _sample(self, episode: _Episode, prompt_ids: list[int], params: SamplingParams) -> Completion:
@@ -268,7 +268,7 @@ class Gateway:
         episode.log.calls.append(call)
         if self._record is not None:
             with self._lock:
-                self._record.write(json.dumps({"episode": episode.log.name, **call.to_dict()}) + "\n")
+                self._record.write(json.dumps({"episode": episode.log.name, **asdict(call)}) + "\n")
                 self._record.flush()
         return completion
 
@@ -295,11 +295,9 @@ class Gateway:
         except (ConfigError, TypeError) as error:
             raise RequestError(str(error), "temperature") from None
 
-    def _text(self, completion: Completion, params: SamplingParams) -> str:
-        """The text of the sampled ids, cut before the first stop string, as OpenAI's API answers."""
-        text = self.prompter.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
-        cuts = [text.find(s) for s in params.stop if s in text]
-        return text[: min(cuts)] if cuts else text
+    def _written(self, completion: Completion) -> str:
+        """Everything the model wrote: the text of the sampled ids, special tokens left out."""
+        return self.prompter.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
 
     def _token_logprobs(self, completion: Completion) -> list[dict[str, Any]]:
         out = []
@@ -362,6 +360,16 @@ class Gateway:
         if _wants_usage(body):
             chunks.append(head | _usage_chunk(out))
         return _sse(chunks)
+
+
+def _before_stop(text: str, stop: tuple[str, ...]) -> str:
+    """``text`` cut before its first stop string, as OpenAI's API answers.
+
+    >>> _before_stop("Paris</answer> more", ("</answer>",))
+    'Paris'
+    """
+    cuts = [text.find(s) for s in stop if s in text]
+    return text[: min(cuts)] if cuts else text
 
 
 async def _json_body(request: Request) -> dict[str, Any]:

@@ -71,7 +71,8 @@ class ChatFormat:
         self.head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
         self.tools = list(tools) if tools else None
         base = self._render([{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL}])
-        self._turn_end = base[base.index(_SENTINEL) + len(_SENTINEL) :]
+        self.turn_end = base[base.index(_SENTINEL) + len(_SENTINEL) :]
+        """The text the template puts after an assistant message (its end-of-sequence token first)."""
         self._base = base
 
     def _render(self, messages: list[Message], generation_prompt: bool = False) -> str:
@@ -79,21 +80,22 @@ class ChatFormat:
             self.head + messages, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
         )
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
+        """Token ids of rendered template text (its special tokens are in the text)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def prompt(self, text: str) -> list[int]:
         """The first user message and the assistant's generation prompt."""
-        return self._encode(self._render([{"role": "user", "content": text}], generation_prompt=True))
+        return self.encode(self._render([{"role": "user", "content": text}], generation_prompt=True))
 
     def close_turn(self, completion: Completion) -> list[int]:
         """What the template puts after an assistant message, less the end-of-sequence token the
         model already produced."""
-        end, eos = self._turn_end, self.tokenizer.eos_token
+        end, eos = self.turn_end, self.tokenizer.eos_token
         ended = completion.token_ids[-1:] == [self.tokenizer.eos_token_id]
         if ended and eos and end.startswith(eos):
             end = end[len(eos) :]
-        return self._encode(end)
+        return self.encode(end)
 
     def user_turn(self, text: str) -> list[int]:
         """A new user message after a closed assistant turn, and the next generation prompt."""
@@ -117,7 +119,7 @@ class ChatFormat:
                 "the chat template changes earlier turns when a turn is added (it re-renders history), "
                 "so tokens could not be accumulated turn by turn; use inline results or another template"
             )
-        return self._encode(full[len(base) :])
+        return self.encode(full[len(base) :])
 
 
 def renders_tools(tokenizer: Any, tools: Sequence[dict[str, Any]]) -> bool:
@@ -242,7 +244,7 @@ class PolicyAgent:
             self._messages.append({"role": "user", "content": observation})
         if self.format is not None and self.trajectory is not None:
             if inline:
-                self.trajectory.extend(self.format._encode(observation), 0)
+                self.trajectory.extend(self.format.encode(observation), 0)
             elif self.format.tools:
                 action = self._protocol.parse(last.text)
                 name = action.name if isinstance(action, ToolCall) else "error"
