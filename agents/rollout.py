@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -297,7 +297,8 @@ def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """The means every report of episodes shows (an unanswered episode scores 0): EM, F1,
-    searches, turns, the share of turns that were invalid and of episodes that were truncated."""
+    searches, turns, the share of turns that were invalid, and the shares of episodes that were
+    truncated and that ended with an error (``Episode.error``: an agent program's failure)."""
     turns = sum(ep.n_turns for ep in episodes)
     return {
         "em": fmean(ep.em for ep in episodes),
@@ -306,7 +307,42 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "turns": fmean(ep.n_turns for ep in episodes),
         "invalid_rate": sum(ep.n_invalid for ep in episodes) / max(turns, 1),
         "truncated": fmean(ep.truncated for ep in episodes),
+        "errors": fmean(ep.error is not None for ep in episodes),
     }
+
+
+_ERROR_FIXES = (
+    ("ran past its time limit", "give each episode more time: eval --time-limit SECONDS, or the config key "
+     "program_time_limit_s in train"),
+    ("the program raised", "fix the program: each episode's error holds the exception (searchgym view the "
+     "run, or read the episodes' JSONL)"),
+    ("returned no answer", "make the program return its answer text, or call tools.answer before it returns"),
+    ("the program returned a", "make the program return its answer as a string (or None after tools.answer)"),
+)  # fmt: skip
+
+
+def error_warning(errors: Sequence[str | None]) -> str | None:
+    """A one-line warning when episodes ended with an error (one ``Episode.error`` per episode,
+    None for none): how many, the most common error and how to fix it; None if none did, so
+    that an evaluation whose episodes all failed never reads as a plain score of zero.
+
+    >>> line = error_warning([None, "the program ran past its time limit of 300 s"] * 2)
+    >>> line.split("; ")[0]
+    'warning: 2 of 4 episodes ended with an error, scored as the env left them'
+    >>> line.split("; ")[1].split(" -> ")[0]
+    'most common (2): the program ran past its time limit of 300 s'
+    >>> error_warning([None, None]) is None
+    True
+    """
+    failed = [e for e in errors if e is not None]
+    if not failed:
+        return None
+    common, count = Counter(failed).most_common(1)[0]
+    fix = next((fix for cue, fix in _ERROR_FIXES if cue in common), "see each episode's error in the run")
+    return (
+        f"warning: {len(failed)} of {len(errors)} episodes ended with an error, scored as the env left them; "
+        f"most common ({count}): {common[:300]} -> {fix}"
+    )
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:

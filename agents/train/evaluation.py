@@ -10,7 +10,7 @@ from accelerate.utils import gather_object
 from searchgym.agents.gateway.programs import ProgramPlayer
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import SamplingParams, TokenizedPolicy
-from searchgym.agents.rollout import episode_progress, run_episodes
+from searchgym.agents.rollout import episode_progress, error_warning, run_episodes
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.schedule import make_env
 from searchgym.errors import ConfigError
@@ -22,8 +22,9 @@ def evaluate(
 ) -> dict[str, Any]:
     """Greedy episodes on the first ``cfg.eval_tasks`` tasks of the eval split (shared out over
     processes), played by the policy or by an agent program (``programs``); mean EM (with its
-    95 % bootstrap interval, ``em_low``/``em_high``), F1, searches, turns and invalid-action
-    rate, and ``em_per_task`` (in task order) for paired comparisons."""
+    95 % bootstrap interval, ``em_low``/``em_high``), F1, searches, turns, invalid-action rate and
+    the share of episodes that ended with an error, ``em_per_task`` (in task order) for paired
+    comparisons, and ``warning``: `error_warning`'s line, or None."""
     env = make_env(cfg, cfg.eval_split)
     tasks = list(env.unwrapped.tasks)[: cfg.eval_tasks]
     env.close()
@@ -58,13 +59,14 @@ def evaluate(
             )
     policy.drop_caches()
     rows = [
-        (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid) for i, e in enumerate(episodes)
+        (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid, e.error)
+        for i, e in enumerate(episodes)
     ]
     if world > 1:
         rows = gather_object(rows)
     rows.sort()
     n = len(rows)
-    _, em, f1, searches, turns, invalid = (list(column) for column in zip(*rows))
+    _, em, f1, searches, turns, invalid, errors = (list(column) for column in zip(*rows))
     em_low, em_high = bootstrap_ci(em, seed=cfg.seed)
     return {
         "n": n,
@@ -75,7 +77,9 @@ def evaluate(
         "searches": sum(searches) / n,
         "turns": sum(turns) / n,
         "invalid_rate": sum(invalid) / max(sum(turns), 1),
+        "errors": sum(e is not None for e in errors) / n,
         "em_per_task": em,
+        "warning": error_warning(errors),
     }
 
 
@@ -88,4 +92,4 @@ def paired_difference(before: dict[str, Any], after: dict[str, Any], seed: int =
 
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     """An `evaluate` result as ``eval/*`` scalars for the metrics log."""
-    return {f"eval/{k}": v for k, v in result.items() if k != "em_per_task"}
+    return {f"eval/{k}": v for k, v in result.items() if k not in ("em_per_task", "warning")}

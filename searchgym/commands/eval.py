@@ -7,6 +7,8 @@ import functools
 import json
 import math
 import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from searchgym.agents import make_agent, run_episodes, save_episodes, summarize,
 from searchgym.agents.policies import models
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.registry import is_policy_agent, load_policy
-from searchgym.agents.rollout import episode_progress, sample_tasks
+from searchgym.agents.rollout import episode_progress, error_warning, sample_tasks
 from searchgym.commands.common import (
     add_env_args,
     bounded_int,
@@ -30,6 +32,7 @@ from searchgym.files import check_writable_dir
 from searchgym.plots import plot_metric_by_group
 from searchgym.registry import check_env_id
 from searchgym.retrievers.simulated import WritingProgress
+from searchgym.tasks.task import Task
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 PROGRAM_POLICY = "cpu:smollm2-135m-instruct"
@@ -42,6 +45,7 @@ _COLUMNS = [
     ("searches", "searches", "{:.2f}"),
     ("turns", "turns", "{:.2f}"),
     ("invalid_rate", "invalid", "{:.3f}"),
+    ("errors", "errors", "{:.3f}"),
     ("evidence_recall", "ev.recall", "{:.3f}"),
 ]
 
@@ -146,8 +150,10 @@ def run(args: argparse.Namespace) -> int:
     probe.close()
     tasks = sample_tasks(all_tasks, args.n, args.seed)
     n = len(tasks)
+    played = describe_tasks(all_tasks, tasks)
 
     results: dict[str, dict[str, Any]] = {}
+    warnings: dict[str, str | None] = {}
     for name in agent_names:
         n_envs = args.n_envs or (32 if is_policy_agent(name) else 4)
         with episode_progress(n, f"{name:>10}", disable=args.no_progress) as callbacks:
@@ -166,8 +172,17 @@ def run(args: argparse.Namespace) -> int:
                 )
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
         results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}
+        warnings[name] = error_warning([ep.error for ep in episodes])
 
-    report = {"env": args.env, "env_kwargs": env_kwargs, "n": n, "seed": args.seed, "agents": results}
+    report = {
+        "env": args.env,
+        "env_kwargs": env_kwargs,
+        "tasks": played,
+        "n": n,
+        "seed": args.seed,
+        "agents": results,
+        "warnings": {name: line for name, line in warnings.items() if line},
+    }
     if args.simulator:
         report = {**report, "simulator": args.simulator}
     (out / "metrics.json").write_text(json.dumps(finite(report), indent=2) + "\n")
@@ -176,9 +191,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(finite(report)))
     else:
-        simulated = f"  simulator {args.simulator}" if args.simulator else ""
-        print(f"{args.env}  {n} tasks  seed {args.seed}  {env_kwargs or ''}{simulated}")
+        simulated = f"simulator {args.simulator}" if args.simulator else ""
+        print("  ".join(filter(None, [args.env, str(env_kwargs or ""), simulated])))
+        print(f"{played}  seed {args.seed}")
         print(format_table(results))
+        for name, line in warnings.items():
+            if line:
+                print(f"{name}: {line}")
         print(f"trajectories, metrics.json and {plot.name} in {out}")
     return 0
 
@@ -198,6 +217,23 @@ def play_program(program, agent: str, envs, tasks, params, args, on_episode) -> 
     for env in envs:
         env.close()
     return episodes
+
+
+def describe_tasks(all_tasks: Sequence[Task], tasks: Sequence[Task]) -> str:
+    """What an evaluation plays: the env's task set (its name says the split, where it has one),
+    how many of its tasks, and how many of each hop count.
+
+    >>> from searchgym.tasks.task import Task, TaskSet
+    >>> tasks = [Task(str(i), "q", ("a",), metadata={"hops": 1 + i % 2}) for i in range(6)]
+    >>> pool = TaskSet("fictional/dev", tasks)
+    >>> describe_tasks(pool, pool[:3])
+    'tasks: 3 of the 6 of fictional/dev; hops 1 ×2, 2 ×1'
+    """
+    name = getattr(all_tasks, "name", None)
+    source = f"the {len(all_tasks)} of {name}" if name else f"the env's {len(all_tasks)}"
+    hops = Counter(t.metadata["hops"] for t in tasks if "hops" in t.metadata)
+    by_hops = "; hops " + ", ".join(f"{h} ×{hops[h]}" for h in sorted(hops)) if hops else ""
+    return f"tasks: {len(tasks)} of {source}{by_hops}"
 
 
 def format_table(results: dict[str, dict[str, Any]]) -> str:

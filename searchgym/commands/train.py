@@ -73,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         tqdm.write(
             f"dev {labels.get(when, when):>11}: EM {metrics['em']:.3f} {interval}  F1 {metrics['f1']:.3f}  "
             f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
-            f"(n {metrics['n']:.0f})"
+            f"errors {metrics.get('errors', 0.0):.3f}  (n {metrics['n']:.0f})"
         )
+        if metrics.get("warning"):
+            tqdm.write(metrics["warning"])
 
     summary = train(cfg, on_eval=report)
     if summary["is_main_process"]:
