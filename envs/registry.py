@@ -2,6 +2,9 @@
 
 Entry points are strings, so a backend's heavy imports happen only when its env is made.
 ``searchgym.make(id)`` and ``gymnasium.make(id)`` (after ``import searchgym``) give the same env.
+Every function here that looks an id up loads the installed plug-ins first
+(`searchgym.registry.load_plugins`, once per process), so a plug-in's envs are there without an
+import; ``gymnasium.make`` alone finds them after `searchgym.load_plugins()`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from gymnasium.envs.registration import load_env_creator
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
-from searchgym.registry import check_env_id, load_entry_point, takes, user_code
+from searchgym.registry import check_env_id, load_entry_point, load_plugins, takes, user_code
 
 NAMESPACE = "searchgym"
 _FACTORIES = "searchgym.envs.factories"
@@ -121,6 +124,7 @@ def check_rewards(id: str, rewards: dict[str, Any]) -> None:
     weights class is the one its factory's ``rewards`` parameter is annotated with (the
     planner's `PlannerRewards` adds ``per_turn``), `RewardWeights` by default. An unregistered
     id is left for `make` to report."""
+    load_plugins()
     entry_point = gym.registry[id].entry_point if id in gym.registry else None
     if isinstance(entry_point, str):
         entry_point = load_env_creator(entry_point)
@@ -143,7 +147,8 @@ def weights_class(factory: Any) -> type[RewardWeights]:
 
 
 def list_ids(namespace: str | None = NAMESPACE) -> list[str]:
-    """Registered env ids, sorted; ``namespace=None`` lists every namespace."""
+    """Registered env ids (the plug-ins' included), sorted; ``namespace=None`` lists every namespace."""
+    load_plugins()
     return sorted(
         env_id for env_id, spec in gym.registry.items() if namespace is None or spec.namespace == namespace
     )

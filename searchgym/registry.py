@@ -27,8 +27,10 @@ import difflib
 import importlib
 import importlib.metadata
 import inspect
+import os
+import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,10 +307,16 @@ def load_plugins() -> None:
             )
 
 
-def check_env_id(env_id: str) -> None:
+IMPORT_HINT = "--import MODULE"
+"""Where the command line names a module of the user's to import first (`use_env` takes others)."""
+
+
+def check_env_id(env_id: str, import_hint: str = IMPORT_HINT) -> None:
     """A `ConfigError` unless ``env_id`` is in Gymnasium's registry (where `import searchgym` put
     searchgym's envs, and the plug-ins theirs), suggesting the closest ids that are not Gymnasium's
-    own: its MuJoCo and Atari ids help no one looking for a search env.
+    own (its MuJoCo and Atari ids help no one looking for a search env) and saying how an env of
+    one's own gets there: its module imported (``import_hint``, where the caller names one) or its
+    package installed with an entry point in the `PLUGIN_GROUP`.
 
     >>> check_env_id("searchgym/FictionalQA-BM25-v0")
     """
@@ -320,7 +328,69 @@ def check_env_id(env_id: str) -> None:
     ours = [i for i, spec in gym.registry.items() if not _is_gymnasiums(spec.entry_point)]
     close = difflib.get_close_matches(env_id, ours, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-    raise ConfigError(f"no environment {env_id!r} is registered.{hint} `searchgym list` shows them all.")
+    raise ConfigError(
+        f"no environment {env_id!r} is registered.{hint} `searchgym list` shows them all; an env of your "
+        f"own is registered by importing its module first ({import_hint}) or by installing its package "
+        f"with an entry point in the {PLUGIN_GROUP!r} group (docs/plug-in.md)"
+    )
+
+
+def use_env(env_id: str, imports: str | Sequence[str] | None = None, *, key: str = "--import") -> None:
+    """Make ``env_id`` nameable where a trainer's config names it: load the installed plug-ins,
+    import the user's modules ``imports`` (one name or a list; they register their envs when
+    imported), then `check_env_id`. ``key`` is the config key that names the modules, for errors.
+
+    >>> use_env("searchgym/FictionalQA-BM25-v0", ["json"], key="env_config.imports")
+    >>> use_env("mylab/History-v0", key="env_config.imports")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.ConfigError: no environment 'mylab/History-v0' is registered. `searchgym list` \
+shows them all; an env of your own is registered by importing its module first (env_config.imports: \
+[MODULE]) or by installing its package with an entry point in the 'searchgym.plugins' group (docs/plug-in.md)
+    """
+    import_modules(imports, key=key)
+    check_env_id(env_id, import_hint=IMPORT_HINT if key == "--import" else f"{key}: [MODULE]")
+
+
+def import_modules(names: str | Sequence[str] | None, *, key: str = "--import") -> None:
+    """Import the user's modules ``names`` (one name or a list), after the installed plug-ins, so
+    that what they register can be named; the current directory is searched first, as ``python -m``
+    searches it. A name that is not a module name, a module that is not there, or one that fails
+    while it is imported (an exception, ``sys.exit``) is a `ConfigError` naming ``key`` and it.
+
+    >>> import_modules("envs/my_lab.py", key="imports")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.ConfigError: imports envs/my_lab.py: not a module name; name it as Python imports \
+it (my_lab, or my_pkg.envs), from the directory that holds it or with that directory on PYTHONPATH
+    """
+    load_plugins()
+    if names is None or isinstance(names, str):
+        names = [] if names is None else [names]
+    elif not isinstance(names, (list, tuple)):
+        raise ConfigError(f"{key} takes a module name or a list of them, got {names!r}")
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigError(
+                f"{key} {name}: not a module name; name it as Python imports it (my_lab, or my_pkg.envs), "
+                "from the directory that holds it or with that directory on PYTHONPATH"
+            )
+    if names and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name not in (name, name.split(".")[0]):  # the module failed to import something
+                raise ConfigError(f"{key} {name}: importing it raised {describe_exception(e)}") from e
+            hint = f" (to import {name}, write {key} {name[:-3]})" if name.endswith(".py") else ""
+            raise ConfigError(
+                f"{key} {name}: no module {e.name!r} in the current directory or on PYTHONPATH{hint}"
+            ) from e
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # a user's module that raises or calls sys.exit while imported
+            raise ConfigError(f"{key} {name}: importing it raised {describe_exception(e)}") from e
 
 
 def _is_gymnasiums(entry_point: Any) -> bool:

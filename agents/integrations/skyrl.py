@@ -10,9 +10,10 @@ extras=...)``: ``env_config`` is ``environment.skyrl_gym.<env_class>`` of its co
 reward terms and weights are exactly the env's). Registered with `register_skyrl_env` under
 ``searchgym`` (`ENV_CLASS`), it reads:
 
-- ``env_config``: ``env_id`` (default ``searchgym/FictionalQA-BM25-v0``) and ``env_kwargs``, the
-  env options ``searchgym eval -E`` takes (``protocol``, ``top_k``, ``rewards``, …); any other key
-  is an error;
+- ``env_config``: ``env_id`` (default ``searchgym/FictionalQA-BM25-v0``), ``env_kwargs``, the
+  env options ``searchgym eval -E`` takes (``protocol``, ``top_k``, ``rewards``, …), and
+  ``imports``, modules of yours to import first, which register your env (an installed package
+  with an entry point in the ``searchgym.plugins`` group needs none); any other key is an error;
 - ``extras``: ``task`` (a task as JSON, which `skyrl_dataset` writes) or ``task_id`` (one of the
   env's own tasks), an optional reset ``seed``, and ``max_turns``, which becomes the env's turn
   limit as it is for SkyRL's own envs. Other columns (``data_source``, …) are ignored.
@@ -35,6 +36,7 @@ from typing import Any
 from searchgym.agents.integrations.session import EnvSession, episode_figures, task_starts
 from searchgym.agents.rollout import Episode
 from searchgym.errors import ConfigError, import_optional
+from searchgym.registry import use_env
 from searchgym.tasks.task import Task
 
 # skyrl-gym is an optional extra: importing this module without it names the extra to install.
@@ -44,7 +46,8 @@ _base_text_env = import_optional("skyrl_gym.envs.base_text_env", "skyrl")
 ENV_CLASS = "searchgym"
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 ENTRY_POINT = "searchgym.agents.integrations.skyrl:SkyRLEnv"
-CONFIG_KEYS = ("env_id", "env_kwargs")
+CONFIG_KEYS = ("env_id", "env_kwargs", "imports")
+IMPORT_KEY = f"environment.skyrl_gym.{ENV_CLASS}.imports"
 
 
 class SkyRLEnv(_base_text_env.BaseTextEnv):
@@ -53,7 +56,8 @@ class SkyRLEnv(_base_text_env.BaseTextEnv):
 
     def __init__(self, env_config: Mapping[str, Any] | None = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
-        env_id, env_kwargs = _read_config(env_config or {})
+        env_id, env_kwargs, imports = _read_config(env_config or {})
+        use_env(env_id, imports, key=IMPORT_KEY)
         extras = dict(extras or {})
         if extras.get("max_turns") is not None:
             env_kwargs = _with_turn_limit(env_kwargs, int(extras["max_turns"]))
@@ -138,9 +142,9 @@ def skyrl_dataset(
     return rows
 
 
-def _read_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """``env_id`` and ``env_kwargs`` of ``environment.skyrl_gym.<env_class>`` (an omegaconf
-    DictConfig or a dict), as plain Python."""
+def _read_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any], Any]:
+    """``env_id``, ``env_kwargs`` and ``imports`` of ``environment.skyrl_gym.<env_class>`` (an
+    omegaconf DictConfig or a dict), as plain Python."""
     if hasattr(config, "_metadata"):  # an omegaconf DictConfig: SkyRL's config
         from omegaconf import OmegaConf  # a dependency of skyrl-gym, needed only for its configs
 
@@ -158,7 +162,7 @@ def _read_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
             f"env_id must be an env id and env_kwargs a mapping of env options, "
             f"got {env_id!r} and {env_kwargs!r}"
         )
-    return env_id, dict(env_kwargs)
+    return env_id, dict(env_kwargs), config.get("imports")
 
 
 def _with_turn_limit(env_kwargs: dict[str, Any], max_turns: int) -> dict[str, Any]:

@@ -77,6 +77,7 @@ from searchgym.envs.registry import make
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.tools import ANSWER, SEARCH, Tool, ToolCall
 from searchgym.errors import ConfigError
+from searchgym.registry import check_env_id
 from searchgym.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -107,9 +108,9 @@ def _tool_env(env: str | gym.Env, env_kwargs: dict[str, Any]) -> gym.Env:
 
 
 def _takes_protocol(env_id: str) -> bool:
-    """Whether the registered entry point of ``env_id`` accepts a ``protocol`` option."""
-    if env_id not in gym.registry:
-        return False  # `make` raises the helpful error
+    """Whether the registered entry point of ``env_id`` accepts a ``protocol`` option; an id that
+    is not registered (after the plug-ins load) is a `ConfigError` that says how to register it."""
+    check_env_id(env_id)
     creator = gym.registry[env_id].entry_point
     if isinstance(creator, str):
         creator = load_env_creator(creator)

@@ -12,6 +12,7 @@ import pytest
 import skyrl_gym
 from doc_blocks import doc_block
 from omegaconf import OmegaConf
+from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV
 
 from searchgym.agents import make_agent, run_episodes, summarize
 from searchgym.agents.integrations.session import agent_reset_info
@@ -120,7 +121,7 @@ def test_init_returns_the_rows_prompt_and_resets_the_rows_task_with_its_seed():
 
 
 def test_configuration_errors_say_how_to_fix_them():
-    with pytest.raises(ConfigError, match=r"takes only \['env_id', 'env_kwargs'\], got \['protocol'\]"):
+    with pytest.raises(ConfigError, match=r"takes only \['env_id', 'env_kwargs', 'imports'\], got \['proto"):
         skyrl_gym.make(ENV_CLASS, env_config={"protocol": "tags"}, extras={"task_id": "x"})
     with pytest.raises(ConfigError, match=r"needs a 'task' \(JSON\) or 'task_id' column; got columns"):
         skyrl_make({"data_source": "x"})
@@ -157,3 +158,20 @@ def test_the_docs_skyrl_command_configures_the_env():
     assert list(config.generator.sampling_params.stop) == list(env.session.protocol.stop)
     assert env.max_turns == config.generator.max_turns and env.session.env_id == env_config.env_id
     assert re.search(r"data.train_data=\S*train.parquet", command)
+
+
+def test_a_users_own_envs_play_through_skyrls_config_alone(user_envs):
+    """An env of an installed package (an entry point in ``searchgym.plugins``) and one of a plain
+    module named by the config's ``imports``, each made by skyrl-gym from SkyRL's config in a
+    process that imported neither, play an episode of the oracle."""
+    for env_id, imports in ((PLUGIN_ENV, None), (IMPORTED_ENV, [IMPORTED_MODULE])):
+        config = OmegaConf.create({"env_id": env_id, **({"imports": imports} if imports else {})})
+        env = skyrl_gym.make(ENV_CLASS, env_config=config, extras={"task_id": "q1", "max_turns": 4})
+        play(env, make_agent("oracle"))
+        assert env.get_metrics()["em"] == 1.0 and env.episode.n_searches == 1, env_id
+    key = r"environment\.skyrl_gym\.searchgym\.imports"
+    unknown = rf"no environment 'mylab/Nope-v0' is registered\. .*\({key}: \[MODULE\]\) .*'searchgym.plugins'"
+    with pytest.raises(ConfigError, match=unknown):
+        skyrl_gym.make(ENV_CLASS, env_config={"env_id": "mylab/Nope-v0"}, extras={"task_id": "q1"})
+    with pytest.raises(ConfigError, match=rf"{key} mylab_nope: no module 'mylab_nope'"):
+        skyrl_gym.make(ENV_CLASS, env_config={"env_id": IMPORTED_ENV, "imports": ["mylab_nope"]}, extras={})

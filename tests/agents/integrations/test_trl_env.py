@@ -8,6 +8,7 @@ import math
 
 import pytest
 from transformers.utils import get_json_schema
+from user_env import PLUGIN_ENV
 
 import searchgym
 from searchgym.agents.integrations.session import ANSWERED, EPISODE_OVER, TURN_LIMIT
@@ -134,6 +135,17 @@ def test_envs_trl_cannot_drive_are_refused():
         TrlEnv.factory("searchgym/FictionalQA-BM26-v0")
     with pytest.raises(ConfigError, match="unknown env option"):
         TrlEnv.factory(ENV_ID, top_kk=3)
+
+
+def test_a_plugins_env_gets_the_tool_calls_protocol_in_a_fresh_process(user_envs):
+    """trl names an env of an installed package (an entry point in ``searchgym.plugins``) by id
+    only: it is made with the tool_calls protocol as searchgym's own are, and plays an episode.
+    (Whether the env takes a protocol was read before the plug-ins loaded: it was made with tags.)"""
+    rows = trl_dataset(PLUGIN_ENV)
+    env = TrlEnv.factory(PLUGIN_ENV)()
+    env.reset(**rows[1])
+    assert "1936" in env.search("Alan Turing machine") and env.answer("1936") == ANSWERED
+    assert env.get_reward() == 1.0 and env.calls == {"search": 1, "answer": 1}
 
 
 def test_the_factory_makes_fresh_independent_envs(rows):
