@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from searchgym.retrievers import BM25, Retriever
 from searchgym.retrievers.index import read_meta
 from searchgym.retrievers.simulated import DEFAULT_PARAMS as SIMULATOR_PARAMS
 from searchgym.retrievers.simulated import NoiseCurriculum, Simulated
+from searchgym.tasks import load as load_task_set
 from searchgym.tasks.datasets import benchmark_info, default_data_dir, load_benchmark
 from searchgym.tasks.fanoutqa import load_fanoutqa
 from searchgym.tasks.miniwiki import load_miniwiki, miniwiki_path
@@ -104,6 +106,34 @@ def as_tasks(items: Sequence[Any]) -> list[Task]:
     return out
 
 
+def env_tasks(
+    task_set: str | None, split: str, own: Callable[[], Sequence[Task]], hops: int | list[int] | None = None
+) -> Sequence[Task]:
+    """An env's tasks: its own (``own()``), or, with ``task_set``, the ``split`` tasks of that
+    task set in their place (a name ``searchgym list task-sets`` prints, ``module:attr``, or a
+    questions JSONL, `searchgym.tasks.questions`); the env's corpus stays its own."""
+    if task_set is None:
+        return own()
+    if hops is not None:
+        raise ConfigError(
+            f"hops picks among the generated world's questions and does not apply to task_set {task_set!r}; "
+            "leave hops out (or keep only the questions you want in the task set)"
+        )
+    if not isinstance(task_set, (str, os.PathLike)):
+        raise ConfigError(f"task_set is a task set name or a questions .jsonl file, got {task_set!r}")
+    return load_task_set(task_set, split=split)
+
+
+def world_tasks(
+    task_set: str | None, split: str, hops: int | list[int] | None, seed: int, n_passages: int
+) -> Sequence[Task]:
+    """The ``split`` questions (of ``hops``) of the generated world ``(seed, n_passages)``, or
+    ``task_set``'s in their place (`env_tasks`)."""
+    return env_tasks(
+        task_set, split, lambda: load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops), hops
+    )
+
+
 def check_options(options: dict[str, Any]) -> None:
     """Raise `ConfigError` for an option `search_env` does not take or for bad reward weights;
     factories call it first, so a typo fails before any index is built."""
@@ -125,13 +155,15 @@ def fictional_qa(
     reranker: str | Path | None = None,
     cache_dir: str | Path | None = None,
     show_progress: bool | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
     """Questions about the generated world, searched over its corpus with ``backend`` (see
     `searchgym.envs.backends.make_retriever` for ``encoder``, ``reranker``, ``cache_dir`` and
-    ``show_progress``); ``options`` go to `search_env`."""
+    ``show_progress``); ``task_set`` poses other questions (`env_tasks`); ``options`` go to
+    `search_env`."""
     check_options(options)
-    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    tasks = world_tasks(task_set, split, hops, seed, n_passages)
     retriever = make_retriever(
         backend,
         world_corpus(seed, n_passages),
@@ -151,10 +183,12 @@ def fictional_self_search(
     hops: int | list[int] | None = None,
     max_turns: int = 8,
     rewards: RewardWeights | dict[str, Any] | None = None,
+    task_set: str | None = None,
 ) -> gym.Env:
     """Questions about the generated world answered with self-search (SSRL, `SelfSearchEnv`):
-    the same tasks as ``FictionalQA-BM25-v0``, which is the sim-to-real check."""
-    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    the same tasks as ``FictionalQA-BM25-v0``, which is the sim-to-real check (``task_set``: other
+    questions, `env_tasks`)."""
+    tasks = world_tasks(task_set, split, hops, seed, n_passages)
     weights = reward_weights(rewards) if rewards is not None else None
     return with_rubric(TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns))
 
@@ -173,14 +207,16 @@ def fictional_simulated(
     namespace: str = "",
     max_turns: int = 8,
     rewards: RewardWeights | dict[str, Any] | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
-    """Questions about the generated world, searched through a search engine that ``generator``
-    (any `TextGenerator`, e.g. a policy) simulates: `Simulated` with ``noise`` (a probability, or
-    a `NoiseCurriculum` or a mapping of its fields, read at the step a trainer sets with
-    ``retriever.set_step``; 0 until then), ``k_docs``, ``simulator_params`` (default greedy, 640
-    new tokens; a mapping overrides single fields), ``cache`` and ``namespace``. ``seed`` also
-    seeds the useful/noisy draws; ``options`` are `search_env`'s."""
+    """Questions about the generated world (or ``task_set``'s, `env_tasks`), searched through a
+    search engine that ``generator`` (any `TextGenerator`, e.g. a policy) simulates: `Simulated`
+    with ``noise`` (a probability, or a `NoiseCurriculum` or a mapping of its fields, read at the
+    step a trainer sets with ``retriever.set_step``; 0 until then), ``k_docs``,
+    ``simulator_params`` (default greedy, 640 new tokens; a mapping overrides single fields),
+    ``cache`` and ``namespace``. ``seed`` also seeds the useful/noisy draws; ``options`` are
+    `search_env`'s."""
     check_options(options)
     if generator is None:
         raise ConfigError(
@@ -194,7 +230,7 @@ def fictional_simulated(
     if isinstance(simulator_params, dict):  # fields not given keep the simulator's defaults
         known = known_fields(SamplingParams, simulator_params, "simulator_params field")
         simulator_params = dataclasses.replace(SIMULATOR_PARAMS, **known)
-    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    tasks = world_tasks(task_set, split, hops, seed, n_passages)
     simulated = Simulated(
         generator,
         params=simulator_params,
@@ -217,13 +253,16 @@ def mini_wiki(
     reranker: str | Path | None = None,
     cache_dir: str | Path | None = None,
     show_progress: bool | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
     """Which subject a sentence masks, over 10,033 real Wikipedia lead paragraphs (`load_miniwiki`),
-    searched over those paragraphs with ``backend`` (as in `fictional_qa`). The corpus is read from
-    ``data_dir`` (default ``$SEARCHGYM_DATA``), where ``data_scripts/fetch_miniwiki.py`` puts it."""
+    searched over those paragraphs with ``backend`` (as in `fictional_qa`, ``task_set`` too). The
+    corpus is read from ``data_dir`` (default ``$SEARCHGYM_DATA``), where
+    ``data_scripts/fetch_miniwiki.py`` puts it."""
     check_options(options)
-    tasks = load_miniwiki(split, data_dir=data_dir)  # first: a missing corpus names its fetch script
+    # first: a missing corpus names its fetch script
+    tasks = env_tasks(task_set, split, lambda: load_miniwiki(split, data_dir=data_dir))
     retriever = _miniwiki_retriever(backend, data_dir, encoder, reranker, cache_dir, show_progress)
     return search_env(tasks, retriever, **options)
 
@@ -237,13 +276,15 @@ def fanout_qa(
     reranker: str | Path | None = None,
     cache_dir: str | Path | None = None,
     show_progress: bool | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
     """FanOutQA's human-written questions whose evidence is a mini-wiki paragraph
     (`load_fanoutqa`, needs the ``fanoutqa`` extra), searched over the whole mini-wiki corpus as
     in `mini_wiki`."""
     check_options(options)
-    tasks = load_fanoutqa(split, data_dir=data_dir)  # first: a missing corpus names its fetch script
+    # first: a missing corpus names its fetch script
+    tasks = env_tasks(task_set, split, lambda: load_fanoutqa(split, data_dir=data_dir))
     retriever = _miniwiki_retriever(backend, data_dir, encoder, reranker, cache_dir, show_progress)
     return search_env(tasks, retriever, **options)
 
@@ -274,17 +315,20 @@ def benchmark_qa(
     split: str | None = None,
     data_dir: str | Path | None = None,
     index_dir: str | Path | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
     """A real QA benchmark (Search-R1/FlashRAG files) searched with BM25 over a local index;
-    ``options`` go to `search_env`.
+    ``task_set`` poses other questions over it (`env_tasks`; with ``index_dir``, your questions
+    over your own corpus); ``options`` go to `search_env`.
 
     Files are looked up under ``data_dir`` (default ``$SEARCHGYM_DATA`` or
     ``~/.cache/searchgym/data``): ``qa/{dataset}/{split}.jsonl`` and, unless ``index_dir`` is
     given, the index ``indexes/wiki18-bm25``. ``split`` defaults to the one Search-R1 evaluates on.
     """
     data_dir = Path(data_dir) if data_dir else default_data_dir()
-    tasks = load_benchmark(dataset, split or benchmark_info(dataset).eval_split, data_dir=data_dir)
+    split = split or benchmark_info(dataset).eval_split
+    tasks = env_tasks(task_set, split, lambda: load_benchmark(dataset, split, data_dir=data_dir))
     index_dir = Path(index_dir) if index_dir else data_dir / "indexes" / "wiki18-bm25"
     read_meta(index_dir, "bm25")  # a missing index names the command that builds it
     return search_env(tasks, _load_bm25(str(index_dir)), **options)

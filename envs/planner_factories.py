@@ -10,6 +10,7 @@ import gymnasium as gym
 
 from searchgym.config_types import known_fields
 from searchgym.envs.backends import make_retriever, world_corpus
+from searchgym.envs.factories import world_tasks
 from searchgym.envs.planner_env import (
     GENERATOR_PARAMS,
     PlannerEnv,
@@ -20,7 +21,6 @@ from searchgym.envs.reader import ExtractiveReader
 from searchgym.envs.rubric import with_rubric
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams, TextGenerator
-from searchgym.tasks.world import load_world
 
 
 def fictional_planner(
@@ -34,6 +34,7 @@ def fictional_planner(
     generator_params: SamplingParams | dict[str, Any] | None = None,
     max_turns: int = 8,
     rewards: PlannerRewards | dict[str, Any] | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
     """Questions about the generated world for a planner (`PlannerEnv`): it searches the world's
@@ -42,8 +43,9 @@ def fictional_planner(
     ``searchgym.make(id, generator=policy)``), by default the model-free `ExtractiveReader`;
     ``generator_params`` (a mapping overrides single fields of the default: greedy, 64 new tokens,
     stop at ``</answer>``) say how it samples. ``rewards`` are `PlannerRewards` or a mapping of
-    their fields (``per_turn`` besides `RewardWeights`'); ``options`` are `PlannerEnv`'s
-    (``protocol``, ``top_k``, ``max_obs_tokens``)."""
+    their fields (``per_turn`` besides `RewardWeights`'); ``task_set`` poses other questions
+    (`searchgym.envs.factories.env_tasks`); ``options`` are `PlannerEnv`'s (``protocol``, ``top_k``,
+    ``max_obs_tokens``)."""
     known = set(inspect.signature(PlannerEnv).parameters) - {
         "tasks",
         "retriever",
@@ -60,7 +62,7 @@ def fictional_planner(
         params = dataclasses.replace(params, **fields)
     elif generator_params is not None:
         params = generator_params
-    tasks = load_world(seed=seed, n_passages=n_passages).tasks(split, hops=hops)
+    tasks = world_tasks(task_set, split, hops, seed, n_passages)
     retriever = make_retriever(backend, world_corpus(seed, n_passages))
     env = PlannerEnv(
         tasks,

@@ -24,7 +24,7 @@ from urllib.parse import urljoin
 
 import gymnasium as gym
 
-from searchgym.envs.factories import reward_weights
+from searchgym.envs.factories import env_tasks, reward_weights
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.rubric import with_rubric
 from searchgym.envs.web_env import WebEnv
@@ -67,15 +67,16 @@ def fictional_web(
     max_turns: int = DEFAULT_MAX_TURNS,
     rewards: RewardWeights | dict[str, Any] | None = None,
     show_progress: bool | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
-    """Questions about the generated world, answered by browsing its site ("Fictopedia", see
-    `searchgym.tasks.world.site`); ``options`` are `WebEnv`'s (``protocol``, ``top_k``,
-    ``page_tokens``: a page part's tokens as `searchgym.envs.observations.count_tokens` counts
-    them, so at most 6 characters each)."""
+    """Questions about the generated world (or ``task_set``'s, `searchgym.envs.factories.env_tasks`),
+    answered by browsing its site ("Fictopedia", see `searchgym.tasks.world.site`); ``options``
+    are `WebEnv`'s (``protocol``, ``top_k``, ``page_tokens``: a page part's tokens as
+    `searchgym.envs.observations.count_tokens` counts them, so at most 6 characters each)."""
     _check(serve, options)
     world = load_world(seed=seed, n_passages=n_passages)
-    tasks = world.tasks(split, hops=hops)
+    tasks = env_tasks(task_set, split, lambda: world.tasks(split, hops=hops), hops)
     root = (
         Path(site_dir)
         if site_dir is not None
@@ -96,13 +97,14 @@ def mini_wiki_web(
     max_turns: int = DEFAULT_MAX_TURNS,
     rewards: RewardWeights | dict[str, Any] | None = None,
     show_progress: bool | None = None,
+    task_set: str | None = None,
     **options: Any,
 ) -> gym.Env:
-    """The mini-Wikipedia questions (`load_miniwiki`), answered by browsing the corpus as linked
-    pages (`searchgym.tasks.miniwiki_site`); the corpus is read from ``data_dir`` as in
-    `searchgym.envs.factories.mini_wiki`."""
+    """The mini-Wikipedia questions (`load_miniwiki`, or ``task_set``'s), answered by browsing the
+    corpus as linked pages (`searchgym.tasks.miniwiki_site`); the corpus is read from
+    ``data_dir`` as in `searchgym.envs.factories.mini_wiki`."""
     _check(serve, options)
-    tasks = load_miniwiki(split, data_dir=data_dir)
+    tasks = env_tasks(task_set, split, lambda: load_miniwiki(split, data_dir=data_dir))
     corpus = miniwiki_path(data_dir)
     root = Path(site_dir) if site_dir is not None else _cache_folder("miniwiki", miniwiki_site_source(corpus))
     write_miniwiki_site(corpus, root)

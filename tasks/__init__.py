@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
+from searchgym.errors import ConfigError
 from searchgym.registry import TASK_SETS
 from searchgym.tasks.datasets import load_benchmark
 from searchgym.tasks.metrics import (
@@ -15,13 +17,17 @@ from searchgym.tasks.metrics import (
     normalize_answer,
     score_answer,
 )
+from searchgym.tasks.questions import is_questions_file, load_questions
 from searchgym.tasks.task import Task, TaskSet
 from searchgym.tasks.world import load_world
 
 
-def load(name: str, split: str = "dev", **kwargs: Any) -> TaskSet:
+def load(name: str | os.PathLike[str], split: str = "dev", **kwargs: Any) -> TaskSet:
     """Load the task set registered as ``name`` (`searchgym.registry.TASK_SETS`), or named as
-    ``"module:attr"``; an unknown name suggests the closest (``searchgym list task-sets`` lists them).
+    ``"module:attr"``, or the questions file ``name`` when it ends in ``.jsonl``
+    (`searchgym.tasks.questions`: one ``{"question", "answers", ...}`` a line, a line's ``split``
+    field choosing its split); an unknown name suggests the closest (``searchgym list task-sets``
+    lists them).
 
     ``fictional`` is the generated world (all hop counts) and ``fictional-Khop`` its K-hop
     questions (keyword arguments ``seed``, ``n_passages``); ``miniwiki`` the questions over real
@@ -32,7 +38,11 @@ def load(name: str, split: str = "dev", **kwargs: Any) -> TaskSet:
     >>> load("fictional-2hop", n_passages=300)[0].metadata["hops"]
     2
     """
-    return TASK_SETS.make(name, split=split, **kwargs)
+    if is_questions_file(name):
+        if kwargs:
+            raise ConfigError(f"a questions file takes no options, got {sorted(kwargs)} for {str(name)!r}")
+        return load_questions(name, split)
+    return TASK_SETS.make(str(name), split=split, **kwargs)
 
 
 def load_fictional(
@@ -53,6 +63,7 @@ __all__ = [
     "load",
     "load_benchmark",
     "load_fictional",
+    "load_questions",
     "normalize_answer",
     "score_answer",
 ]
