@@ -80,7 +80,12 @@ class PlannerRewards(RewardWeights):
             raise ConfigError(f"per_turn is a cost and must be >= 0, got {self.per_turn}")
 
     def step_terms(self) -> tuple[Term, ...]:
-        return (*super().step_terms(), Term("turns", -self.per_turn or 0.0))
+        turns = Term(
+            "turns",
+            -self.per_turn or 0.0,
+            doc="planning turns charged (the planner envs); weight -rewards.per_turn",
+        )
+        return (*super().step_terms(), turns)
 
 
 def plan_charges(n_searches: int, n_turns: int, obs_tokens: int) -> Charges:

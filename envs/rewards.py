@@ -89,11 +89,15 @@ class RewardWeights:
     def step_terms(self) -> tuple[Term, ...]:
         """The terms the env measures at every step, with these weights (costs negative)."""
         return (
-            Term("outcome", float(self.outcome)),
-            Term("format", float(self.format)),
-            Term("search_calls", -self.per_search or 0.0),
-            Term("obs_tokens_1k", -self.per_1k_obs_tokens or 0.0),
-        )
+            Term("outcome", float(self.outcome), doc="the answer's score against the gold answers: EM, "
+                 "F1 or cover EM (rewards.outcome_metric); weight rewards.outcome"),
+            Term("format", float(self.format), doc="1 when every action of the episode was one "
+                 "well-formed call; weight rewards.format"),
+            Term("search_calls", -self.per_search or 0.0, doc="search calls, charged at once or, with "
+                 "rewards.cost_only_if_correct, at a correct answer; weight -rewards.per_search"),
+            Term("obs_tokens_1k", -self.per_1k_obs_tokens or 0.0, doc="thousands of observation tokens "
+                 "shown, charged as search_calls are; weight -rewards.per_1k_obs_tokens"),
+        )  # fmt: skip
 
     def charges(self, n_calls: int, obs_tokens: int) -> dict[str, float]:
         """What a step charges for ``n_calls`` calls that showed ``obs_tokens`` tokens: nothing

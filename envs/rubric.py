@@ -31,6 +31,8 @@ functions (`Rubric.weights`).
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -77,18 +79,31 @@ def evidence_recall(episode: EpisodeRecord) -> float:
 
 @dataclass(frozen=True)
 class Term:
-    """One named reward term: its weight, when it is scored, and for an ``episode`` term the
-    function that scores it (``step`` terms are measured by the env, ``trainer`` terms by the
-    trainer). A cost has a negative weight."""
+    """One named reward term: its weight, when it is scored, for an ``episode`` term the function
+    that scores it (``step`` terms are measured by the env, ``trainer`` terms by the trainer), and
+    what it measures in one line (``searchgym list rewards``). A cost has a negative weight."""
 
     name: str
     weight: float
     when: When = "step"
     fn: RewardFn | None = None
+    doc: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if (self.when == "episode") != (self.fn is not None):
             raise ConfigError(f"reward term {self.name!r}: episode terms, and only they, have a function")
+
+    @property
+    def description(self) -> str:
+        """``doc``, else the first sentence of the function's docstring.
+
+        >>> Term("recall", 1.0, "episode", evidence_recall).description[:40]
+        "The share of the task's gold evidence do"
+        """
+        if self.doc or self.fn is None:
+            return self.doc
+        text = " ".join((inspect.getdoc(self.fn) or "").split())
+        return re.split(r"(?<!e\.g)(?<!i\.e)\.(?:\s|$)", text)[0]
 
 
 @dataclass(frozen=True)
@@ -167,6 +182,18 @@ class EpisodeTerms(gym.Wrapper[str, str, str, str]):
             reward += term.weight * value
         info["reward_components"] = components
         return observation, reward, terminated, truncated, info
+
+
+TRAINER_TERMS = (
+    Term(
+        "info_gain",
+        0.0,
+        "trainer",
+        doc="per turn, how much the turn raised the policy's probability of the gold answer (IGPO); "
+        "weight info_gain (train's config)",
+    ),
+)
+"""The terms the trainer adds (weight 0 here; `searchgym.agents.train.grpo.training_rubric` weighs them)."""
 
 
 def with_rubric(env: gym.Env[str, str]) -> gym.Env[str, str]:

@@ -25,6 +25,45 @@ def test_list_prints_each_registry(capsys):
     )
 
 
+def test_list_rewards_shows_every_term_with_its_level_and_description(capsys, monkeypatch):
+    """The terms of real rubrics, each once: a search env's and the planner's step terms, every
+    registered episode function (a user's, with its docstring's first sentence) and the trainer's
+    ``info_gain`` as `train` adds it."""
+    import searchgym
+    from searchgym.agents.train.config import GRPOConfig
+    from searchgym.agents.train.grpo import training_rubric
+    from searchgym.registry import REWARDS
+
+    def answer_is_short(episode) -> float:
+        """1 when the answer has fewer than 20 characters. Longer ones score 0."""
+        return float(len(episode.prediction or "") < 20)
+
+    monkeypatch.setattr(REWARDS, "_specs", dict(REWARDS._specs))  # the registration ends with the test
+    searchgym.register_reward("answer_is_short", answer_is_short)
+    assert main(["list", "rewards"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: (line.split()[1], line.split(None, 2)[2]) for line in lines}
+    assert header.split()[:2] == ["term", "level"] and len(rows) == len(lines)
+
+    rewards = {"terms": {"evidence_recall": 0.1, "answer_is_short": 0.1}}
+    env = searchgym.make("searchgym/FictionalQA-BM25-v0", n_passages=300, rewards=rewards)
+    planner = searchgym.make("searchgym/FictionalQA-Planner-v0", n_passages=300, rewards=rewards)
+    trained = training_rubric(env, GRPOConfig(info_gain=0.5))
+    expected = {t.name: t.when for r in (trained, planner.unwrapped.rubric) for t in r.terms}
+    assert {name: when for name, (when, _) in rows.items()} == expected
+    assert set(expected) >= {"outcome", "format", "search_calls", "obs_tokens_1k", "turns", "info_gain"}
+    assert rows["answer_is_short"] == (
+        "episode",
+        "1 when the answer has fewer than 20 characters; weight rewards.terms.answer_is_short",
+    )
+    assert rows["evidence_recall"][1].startswith("The share of the task's gold evidence documents")
+    assert rows["outcome"][1].startswith("the answer's score against the gold answers: EM, F1 or cover EM")
+    assert rows["search_calls"][1].endswith("weight -rewards.per_search")
+    assert rows["info_gain"][1].endswith("weight info_gain (train's config)")
+    env.close()
+    planner.close()
+
+
 def test_eval_json_metrics_trajectories_and_plot(capsys, tmp_path):
     argv = [
         "eval",

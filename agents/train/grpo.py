@@ -54,7 +54,7 @@ from searchgym.agents.train.schedule import (
 from searchgym.agents.train.update import update
 from searchgym.agents.train.warm_start import warm_start
 from searchgym.envs.contract import check_trainable_env, env_rubric
-from searchgym.envs.rubric import Rubric, Term
+from searchgym.envs.rubric import TRAINER_TERMS, Rubric
 from searchgym.errors import ConfigError
 from searchgym.run_dir import claim_run_dir
 
@@ -222,7 +222,10 @@ def _program_player(cfg: GRPOConfig, engine: Any) -> ProgramPlayer:
 def training_rubric(env: gym.Env, cfg: GRPOConfig) -> Rubric:
     """The env's rubric (`env_rubric`), with the trainer's ``info_gain`` term where ``cfg`` weighs it."""
     rubric = env_rubric(env)
-    return rubric.plus(Term("info_gain", cfg.info_gain_weight, "trainer")) if cfg.info_gain_weight else rubric
+    if not cfg.info_gain_weight:
+        return rubric
+    [info_gain] = TRAINER_TERMS
+    return rubric.plus(dataclasses.replace(info_gain, weight=cfg.info_gain_weight))
 
 
 def short_step_note(step: int, played: dict[str, float], cfg: GRPOConfig, wanted: int) -> str:

@@ -1,5 +1,6 @@
 """``searchgym list``: what is registered (envs by default; agents, policies, retrievers, protocols,
-task sets, rewards), or the keys of ``searchgym train``'s config (``config``)."""
+task sets), every reward term an env or the trainer can use (``rewards``), or the keys of
+``searchgym train``'s config (``config``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import re
 import searchgym
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.config_types import field_docs
+from searchgym.envs.planner_env import PlannerRewards
 from searchgym.envs.registry import list_ids
+from searchgym.envs.rubric import TRAINER_TERMS
 
 WHAT = ("envs", "agents", "policies", "retrievers", "protocols", "task-sets", "rewards", "config")
 
@@ -30,12 +33,31 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "config":
         print(config_keys())
         return 0
+    if args.what == "rewards":
+        print(reward_terms())
+        return 0
     if args.what == "envs":
         names = list_ids(None if args.all else "searchgym")
     else:
         names = getattr(searchgym, f"list_{args.what.replace('-', '_')}")()
     print("\n".join(names))
     return 0
+
+
+def reward_terms() -> str:
+    """One line per reward term: its name, level (``step``: measured by the env at each step;
+    ``episode``: a registered function of the finished episode, plug-ins' included; ``trainer``:
+    added by the trainer) and what it measures. Read from the rubric objects themselves: the
+    planner's weights (every env's step terms and the planner's ``turns``), every registered
+    episode function, and the trainer's terms."""
+    every_function = {name: 1.0 for name in searchgym.list_rewards()}
+    rubric = PlannerRewards(terms=every_function).rubric().plus(*TRAINER_TERMS)
+    rows = [("term", "level", "what it measures; where its weight is set")]
+    for term in rubric.terms:
+        weight = f"; weight rewards.terms.{term.name}" if term.when == "episode" else ""
+        rows.append((term.name, term.when, term.description + weight))
+    width = [max(len(r[i]) for r in rows) for i in (0, 1)]
+    return "\n".join(f"{name:<{width[0]}}  {when:<{width[1]}}  {doc}" for name, when, doc in rows)
 
 
 def config_keys() -> str:
