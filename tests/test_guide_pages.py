@@ -37,6 +37,8 @@ def test_the_install_line_is_the_readmes_set_up():
 
 @pytest.mark.slow
 def test_the_eval_commands_run_as_written(tmp_path):
+    """The page's eval commands, then its figures against what they printed: the rows it quotes,
+    and the heuristic's EM on hops 1–4, on one hop, on 2–4 hops and, run here, on two hops alone."""
     out = bash(doc_block("getting-started.md", "bash", 2), tmp_path).stdout
     assert "searchgym/FictionalQA-BM25-v0" in out
     report = json.loads(out.strip().splitlines()[-1])  # --json: one object
@@ -47,6 +49,52 @@ def test_the_eval_commands_run_as_written(tmp_path):
     assert metrics["agents"]["oracle"]["all"]["em"] == 1.0 and metrics["agents"]["random"]["all"]["n"] == 200
     assert {"em.png", "oracle.jsonl", "heuristic.jsonl", "random.jsonl"} <= {p.name for p in first.iterdir()}
     assert json.loads((second / "metrics.json").read_text()) == report
+
+    printed = out.splitlines()
+    quoted = doc_block("getting-started.md", "text").strip().splitlines()
+    assert all(line in printed for line in quoted), set(quoted) - set(printed)
+    page = " ".join((ROOT / "docs" / "getting-started.md").read_text().split())
+    figures = re.search(
+        r"the heuristic .*?: EM (\S+) on those (\d+) questions of hops 1–4, which is (\S+) on the (\d+) "
+        r"one-hop questions and (\S+) on the (\d+) of 2–4 hops \(`-E hops=2` plays (\d+) two-hop questions: "
+        r"EM (\S+)\); the random agent writes random actions \(EM (\S+)\)",
+        page,
+    ).groups()
+    heuristic = metrics["agents"]["heuristic"]
+    hops = heuristic["by_hops"]
+    two_hop_run = "searchgym eval --agent heuristic --n 200 -E hops=2 --json --no-progress --out two"
+    two_hop = json.loads(bash(two_hop_run, tmp_path).stdout)["agents"]["heuristic"]["all"]
+    assert set(hops) == {"1", "2", "3", "4"} and {hops[h]["em"] for h in "234"} == {0.0}
+    assert figures == (
+        f"{heuristic['all']['em']:.3f}",
+        str(heuristic["all"]["n"]),
+        f"{hops['1']['em']:.3f}",
+        str(hops["1"]["n"]),
+        "0.000",
+        str(sum(hops[h]["n"] for h in "234")),
+        str(two_hop["n"]),
+        f"{two_hop['em']:.3f}",
+        f"{metrics['agents']['random']['all']['em']:.3f}",
+    )
+
+
+@pytest.mark.slow
+def test_your_own_questions_run_as_written(tmp_path):
+    """The page's questions file and its two evals, and what the page says they print."""
+    out = bash(doc_block("getting-started.md", "bash", 4), tmp_path).stdout
+    first, second = out.split("trajectories, metrics.json")[:2]
+    assert "tasks: 2 of the 2 of questions.jsonl/dev  seed 0" in first
+    assert re.search(r"^ +oracle +all +2 +1\.000 ", first, re.M) and re.search(
+        r"^heuristic +all +2 +1\.000 ", first, re.M
+    )
+    assert "tasks: 3 of the 3 of questions.jsonl/test  seed 0" in second
+    assert re.search(r"^heuristic +all +3 +0\.667 ", second, re.M)
+    page = " ".join((ROOT / "docs" / "getting-started.md").read_text().split())
+    assert "The first prints `tasks: 2 of the 2 of questions.jsonl/dev` and EM 1.000 for both agents" in page
+    assert "the heuristic misses the two-hop q3 (EM 0.667)" in page
+    runs = sorted((tmp_path / "runs" / "eval" / "searchgym_FictionalQA-BM25-v0").iterdir())
+    episodes = [json.loads(line) for line in (runs[1] / "heuristic.jsonl").read_text().splitlines()]
+    assert {ep["task_id"]: ep["em"] for ep in episodes} == {"q1": 1.0, "q2": 1.0, "q3": 0.0}
 
 
 @pytest.mark.slow
@@ -179,7 +227,7 @@ def test_the_index_builds_and_the_server_run_as_written(tmp_path):
     if shutil.which("javac") is None:
         pytest.skip("the lucene build needs a JDK 17 (apt-get install -y openjdk-17-jdk-headless)")
     shutil.copy(ROOT / "tests" / "fixtures" / "tiny_corpus.jsonl", tmp_path / "corpus.jsonl")
-    *builds, server_command = doc_block("retrievers.md", "bash").strip().splitlines()
+    *builds, server_command = doc_block("retrievers.md", "bash", 1).strip().splitlines()
     bash("\n".join(builds), tmp_path, timeout=1200)
     for kind in ("bm25", "lucene", "dense"):
         assert (tmp_path / "idx" / kind / "searchgym.json").is_file()
@@ -193,6 +241,44 @@ def test_the_index_builds_and_the_server_run_as_written(tmp_path):
         assert len(hits) == 2 and {"document", "score"} <= set(hits[0])
     finally:
         stop(server)
+
+
+def test_the_corpus_builds_saves_and_loads_as_written(tmp_path, monkeypatch, capsys):
+    """The page's corpus (both row shapes) built by the CLI, then its Python block verbatim: what
+    each line prints is what its comment says; then the env it registers over the index, as the
+    page writes it, plays a question."""
+    bash(doc_block("retrievers.md", "bash", 0), tmp_path)
+    assert (tmp_path / "idx" / "bm25" / "searchgym.json").is_file()
+    monkeypatch.chdir(tmp_path)
+    block = doc_block("retrievers.md", "python", 0)
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(block, "docs/retrievers.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    said = [line.split("# ", 1)[1] for line in block.splitlines() if line.lstrip().startswith("print(")]
+    assert printed == [said[0], said[1], said[1]]  # the loop prints once per index
+    assert (tmp_path / "idx" / "my-bm25" / "searchgym.json").is_file()
+
+    import searchgym
+
+    page = (ROOT / "docs" / "retrievers.md").read_text()
+    [register] = re.findall(r"`(searchgym\.register\(\"my/CityQA-v0\".*?)`", " ".join(page.split()))
+    (tmp_path / "questions.jsonl").write_text(
+        '{"question": "Which city is the capital of France?", "answers": ["Paris"]}\n'
+    )
+    exec(register, {"searchgym": searchgym, "BM25": namespace["BM25"]})
+    env = searchgym.make("my/CityQA-v0")
+    env.reset(seed=0)
+    observation, *_ = env.step("<search> capital of France </search>")
+    assert "Doc 1(Title: Paris)" in observation
+
+
+def test_the_questions_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The tasks page's questions file, loaded by split: it prints what its comments say."""
+    monkeypatch.chdir(tmp_path)
+    block = doc_block("tasks.md", "python", 1)
+    exec(compile(block, "docs/tasks.md", "exec"), {"__name__": "__main__"})
+    said = [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
+    assert capsys.readouterr().out.splitlines() == said
 
 
 def test_the_live_web_env_builds_as_written(monkeypatch):
