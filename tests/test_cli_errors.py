@@ -325,6 +325,17 @@ CASES += [
     (EVAL + ["--import", "sg_missing_dep"], "No module named 'sg_no_such_dependency'"),
 ]
 
+# view: the port and the export file are checked before any run is read (issue 43)
+CASES += [
+    (["view", "{d}", "--port", "99999"], r"argument --port: must be from 0 to 65535, got 99999"),
+    (["view", "{d}", "--port", "-5"], r"argument --port: must be from 0 to 65535, got -5"),
+    (["view", "{d}", "--export-max", "-5"], "argument --export-max: must be at least 0, got -5"),
+    (["view", "{d}", "--export", "/dev/null/x.html"], "--export /dev/null: /dev/null is a file, not a dir"),
+    (["view", "{d}", "--export", "{d}/a-file/x.html"], "a-file is a file, not a directory"),
+    (["view", "{d}", "--export", UNWRITABLE + "/x.html"], r"--export /sys/searchgym-test: cannot write in"),
+    (["view", "{d}", "--export", "{d}"], r"--export .* is a directory; name the file to write, such as"),
+]
+
 
 @pytest.mark.parametrize(("argv", "pattern"), CASES, ids=[" ".join(a)[:70] for a, _ in CASES])
 def test_bad_input_exits_2_with_one_line_and_no_traceback(argv, pattern, files, capsys):

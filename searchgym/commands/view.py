@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from searchgym.commands.common import bounded_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -20,7 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run directories (or a folder of them), or JSONL files",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument(
+        "--port",
+        type=bounded_int(0, 65535),
+        default=8765,
+        help="0 to 65535 (default 8765; 0 picks a free one)",
+    )
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.add_argument(
         "--export",
@@ -31,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--export-max",
-        type=int,
+        type=bounded_int(0),
         default=1000,
         metavar="N",
         help="with --export: the first N episodes of each agent or training step (default 1000; 0 for all)",
@@ -42,7 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # lazy: the viewer's modules and fastapi's (25 ms), which only this command needs
     from searchgym.viewer import EpisodeTable, ViewerServer, create_app, discover, export_html
+    from searchgym.viewer.export import check_export_path
 
+    if args.export is not None:  # before the runs are read
+        check_export_path(args.export)
     table = EpisodeTable(discover(args.paths))
     if args.export is not None:
         done = export_html(table, args.export, max_per_source=args.export_max or None)

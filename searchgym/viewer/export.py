@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, SearchGymError
+from searchgym.files import check_writable_dir
 from searchgym.viewer.page import render_page
 from searchgym.viewer.runs import Skipped, discover, reload
 from searchgym.viewer.table import EpisodeTable
@@ -62,6 +63,24 @@ def _plural(n: int, word: str) -> str:
     return word if n == 1 else word + "s"
 
 
+def check_export_path(out: str | os.PathLike) -> Path:
+    """``out`` as the HTML file to write, checked before any work: not a directory, in a folder
+    that is one (or can be made one) and can be written. Else a one-line `ConfigError`.
+
+    >>> check_export_path("/dev/null/viewer.html")
+    Traceback (most recent call last):
+    ...
+    searchgym.errors.ConfigError: --export /dev/null: /dev/null is a file, not a directory; choose another ...
+    """
+    path = Path(out)
+    if path.is_dir():
+        raise ConfigError(
+            f"--export {path} is a directory; name the file to write, such as {path / 'viewer.html'}"
+        )
+    check_writable_dir(path.parent, "--export")
+    return path
+
+
 def export_html(
     paths: Sequence[str | os.PathLike] | EpisodeTable,
     out: str | os.PathLike,
@@ -74,6 +93,7 @@ def export_html(
     if no run has anything to show."""
     if max_per_source is not None and max_per_source < 1:
         raise ConfigError(f"max_per_source must be at least 1 (or None for all), got {max_per_source}")
+    path = check_export_path(out)
     table = paths if isinstance(paths, EpisodeTable) else EpisodeTable(discover(paths))
     skipped = table.skipped()  # reads every file
     table_runs = table.runs
@@ -102,9 +122,12 @@ def export_html(
         "intervals": intervals,
         "skipped": {"episodes": table.valid(), "skipped": shown},
     }
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(inline=True, data=data), encoding="utf-8")
+    page = render_page(inline=True, data=data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    except OSError as e:  # checked above: a full disk, or the folder changed meanwhile
+        raise SearchGymError(f"could not write {path} ({e.strerror or e})") from e
     left = tuple(table_runs[i].name for i in empty)
     return Export(path, len(ids), left_out, tuple(skipped), left)
 

@@ -98,3 +98,18 @@ def test_view_command_serves_on_loopback_and_prints_the_url(eval_dir):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_an_address_that_cannot_be_listened_on_is_one_line_not_a_thread_traceback(eval_dir, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["view", str(eval_dir), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"the viewer cannot listen on 127.0.0.1:{port} (Address already in use)" in err
+    assert main(["view", str(eval_dir), "--host", "no-such-host.invalid", "--port", "0"]) == 2
+    assert "the viewer cannot listen on no-such-host.invalid:0" in capsys.readouterr().err
