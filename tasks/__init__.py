@@ -42,6 +42,8 @@ def load(name: str | os.PathLike[str], split: str = "dev", **kwargs: Any) -> Tas
         if kwargs:
             raise ConfigError(f"a questions file takes no options, got {sorted(kwargs)} for {str(name)!r}")
         return load_questions(name, split)
+    if os.path.isfile(name):
+        raise ConfigError(f"{str(name)!r} is a file, not a task set name: name a file of questions *.jsonl")
     return TASK_SETS.make(str(name), split=split, **kwargs)
 
 

@@ -121,6 +121,11 @@ def test_a_missing_empty_or_non_utf8_file_and_an_empty_split_are_clear_errors(tm
         tasks.load(str(only_train), split="dev")
     with pytest.raises(ConfigError, match=r"a questions file takes no options, got \['seed'\]"):
         tasks.load(str(questions), seed=1)
+    (tmp_path / "questions.txt").write_text(questions.read_text())
+    with pytest.raises(
+        ConfigError, match=r"questions.txt' is a file, not a task set name: name a file of questions \*.jsonl"
+    ):
+        tasks.load(str(tmp_path / "questions.txt"))
 
 
 def test_every_env_takes_a_questions_file_as_its_task_set(questions):
