@@ -158,6 +158,28 @@ def test_cli_index_build_kind_lucene(java, capsys, tmp_path, tiny_corpus_path):
     index.close()
 
 
+def test_a_repeated_id_is_refused_as_bm25_refuses_it_and_the_old_index_stays(
+    java, capsys, tmp_path, tiny_corpus_path
+):
+    corpus = tmp_path / "dup.jsonl"
+    rows = tiny_corpus_path.read_text().splitlines()
+    corpus.write_text("\n".join([*rows, "", rows[2]]) + "\n")  # d3 again, after a blank line
+    out = tmp_path / "index"
+    build = ["index", "build", "--corpus", str(corpus), "--no-progress", "--out", str(out), "--kind"]
+    errors = {}
+    for kind in ("bm25", "lucene"):
+        assert main([*build, kind]) == 2
+        errors[kind] = capsys.readouterr().err
+    assert errors["lucene"] == errors["bm25"]
+    assert f"{corpus}:{len(rows) + 2}: id 'd3' is already on line 3; ids must be unique" in errors["lucene"]
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="is already on line 3"):
+        Lucene.from_corpus(corpus)
+    assert main([*build[:3], str(tiny_corpus_path), *build[4:], "lucene"]) == 0
+    assert main([*build, "lucene"]) == 2  # a repeated id leaves the index there as it was
+    assert load_index(out).search("Zürich lake", 1)[0].id == "d5"
+
+
 def test_building_and_searching_print_nothing(java, capfd, tiny_corpus_path):
     """Anserini logs to stdout at DEBUG level unless told otherwise; the library never prints."""
     index = Lucene.from_corpus(tiny_corpus_path, threads=2)
