@@ -12,16 +12,23 @@ Built on OpenEnv's own server (``openenv.core.env_server.HTTPEnvServer``), so an
   own JSON-RPC dialect at that path, so that standard MCP clients work.
 
 At most ``max_sessions`` sessions play at once (WebSocket and MCP together); one idle for
-``idle_timeout_s`` is closed. A request body or WebSocket message over ``max_message_bytes`` is
-refused (413, or the WebSocket closes with 1009 and its session ends) and the server keeps serving.
+``idle_timeout_s`` is closed, and so is its WebSocket (code `IDLE_CLOSE_CODE`, with the reason),
+so that no client plays past the cap. Every route is guarded (`searchgym.agents.integrations.guards`):
+requests for names other than loopback ones and ``allowed_hosts``, or from browser pages other than
+loopback ones and ``allowed_origins``, are refused; a request body or WebSocket message over
+``max_message_bytes`` is refused (413, or the WebSocket closes with 1009 and its session ends), and
+a malformed one gets a 4xx or an error message naming the problem, while the server keeps serving.
+
+A task's gold answers, evidence and metadata (its reasoning chain) stay on the server: a reset
+sends the task's id and question only, unless ``reveal_answers`` (``--reveal-answers``) is set for
+scripted agents that read them (the oracle).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -29,8 +36,14 @@ from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from searchgym.agents.integrations.guards import (
+    CURRENT_SOCKET,
+    AccessCheck,
+    MessageCheck,
+    Socket,
+    is_loopback_name,
+)
 from searchgym.agents.integrations.limits import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -38,6 +51,7 @@ from searchgym.agents.integrations.limits import (
 )
 from searchgym.agents.integrations.mcp_endpoint import McpEndpoint
 from searchgym.agents.integrations.openenv_env import (
+    BadResetError,
     NoEpisodeError,
     SearchgymAction,
     SearchgymEnvironment,
@@ -47,7 +61,8 @@ from searchgym.agents.integrations.openenv_env import (
 from searchgym.agents.integrations.session import EnvSession
 from searchgym.errors import ConfigError
 
-LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+IDLE_CLOSE_CODE = 4000
+"""The close code of a WebSocket whose session was idle for longer than the server's timeout."""
 
 
 def create_env_app(
@@ -58,9 +73,14 @@ def create_env_app(
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
+    reveal_answers: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving ``env_id`` made with ``env_kwargs`` (see the module docstring).
-    The env is made once here, so a bad id or option fails before the server starts."""
+    ``host`` is the address it will bind: on a loopback one, ``allowed_hosts`` defaults to none
+    besides loopback names, elsewhere to ``["*"]`` (any). The env is made once here, so a bad id
+    or option fails before the server starts."""
     env_kwargs = dict(env_kwargs or {})
     if max_sessions < 1:
         raise ConfigError(f"max_sessions must be at least 1, got {max_sessions}")
@@ -68,9 +88,11 @@ def create_env_app(
         raise ConfigError(f"idle_timeout_s must be a positive number of seconds, got {idle_timeout_s}")
     if max_message_bytes < 1024:
         raise ConfigError(f"max_message_bytes must be at least 1024, got {max_message_bytes}")
+    if allowed_hosts is None:
+        allowed_hosts = [] if is_loopback_name(host) else ["*"]
     probe = EnvSession(env_id, **env_kwargs)
     env_server = _EnvServer(
-        functools.partial(SearchgymEnvironment, env_id, env_kwargs),
+        functools.partial(SearchgymEnvironment, env_id, env_kwargs, reveal_answers=reveal_answers),
         SearchgymAction,
         SearchgymObservation,
         concurrency_config=ConcurrencyConfig(
@@ -80,11 +102,7 @@ def create_env_app(
         state_cls=SearchgymState,
     )
     endpoint = McpEndpoint(
-        env_server,
-        probe.tools,
-        idle_timeout_s=idle_timeout_s,
-        max_body_bytes=max_message_bytes,
-        allowed_hosts=LOOPBACK_HOSTS if _is_loopback(host) else None,
+        env_server, probe.tools, idle_timeout_s=idle_timeout_s, max_body_bytes=max_message_bytes
     )
     probe.close()
 
@@ -107,85 +125,41 @@ def create_env_app(
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/mcp"]
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     app.add_exception_handler(NoEpisodeError, _conflict)
-    app.add_middleware(_MessageLimit, max_bytes=max_message_bytes)
+    app.add_exception_handler(BadResetError, _unprocessable)
+    app.add_middleware(MessageCheck, max_bytes=max_message_bytes)
+    app.add_middleware(AccessCheck, hosts=allowed_hosts, origins=allowed_origins)  # the outermost
     app.state.env_server = env_server
     return app
 
 
 class _EnvServer(HTTPEnvServer):
     """OpenEnv's server, telling each session's env its id (its reset observation carries it, so
-    a trainer on ``/ws`` can hand ``/mcp?session_id=ID`` to the agent it trains)."""
+    a trainer on ``/ws`` can hand ``/mcp?session_id=ID`` to the agent it trains), and closing the
+    WebSocket of a session it ends while its client is still connected (an idle one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sockets: dict[str, Socket] = {}  # session id -> the WebSocket that opened it
 
     async def _create_session(self) -> tuple[str, Any]:
         session_id, env = await super()._create_session()
         env.session_id = session_id
+        socket = CURRENT_SOCKET.get()
+        if socket is not None:
+            self._sockets[session_id] = socket
         return session_id, env
+
+    async def _destroy_session(self, session_id: str) -> None:
+        socket = self._sockets.pop(session_id, None)
+        if socket is not None and socket is not CURRENT_SOCKET.get():  # not its own handler: the reaper
+            idle = self._session_idle_timeout_s  # closed first: no message is played from now on
+            socket.close(IDLE_CLOSE_CODE, f"session closed after {idle:g} s idle (--idle-timeout)")
+        await super()._destroy_session(session_id)
 
 
 async def _conflict(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=409)
 
 
-class _MessageLimit:
-    """Refuse an HTTP request body larger than ``max_bytes`` (413, before reading it whole) and
-    close a WebSocket that sends a larger message (1009, its session then ends as on a disconnect)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            return await self.app(scope, self._websocket_receive(receive, send), send)
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._refuse(scope, receive, send)
-        seen = 0
-
-        async def counted() -> dict[str, Any]:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await self._refuse(scope, receive, send)
-
-    def _websocket_receive(self, receive: Receive, send: Send) -> Receive:
-        async def bounded() -> dict[str, Any]:
-            message = await receive()
-            payload = message.get("text") or message.get("bytes") or ""
-            if message["type"] == "websocket.receive" and len(payload) > self.max_bytes:
-                reason = f"message larger than {self.max_bytes:,} bytes"
-                await send({"type": "websocket.close", "code": 1009, "reason": reason})
-                return {"type": "websocket.disconnect", "code": 1009, "reason": reason}
-            return message
-
-        return bounded
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        detail = f"the request body is larger than {self.max_bytes:,} bytes (serve-env --max-message-kb)"
-        await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` binds only the loopback interface (then MCP checks the Host header).
-
-    >>> _is_loopback("127.0.0.1"), _is_loopback("localhost"), _is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+async def _unprocessable(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=422)

@@ -14,11 +14,21 @@ plays one OpenEnv session of the server:
 A tool call's text is what the tool returned (the observation without the protocol's result
 tags); its structured content holds the whole ``observation``, the step's ``reward``, ``done``,
 ``reward_components`` and the env's ``info``. A call the env cannot play (the episode is over, an
-unknown session) is an MCP tool error the agent reads, not a protocol error.
+unknown session) is an MCP tool error the agent reads, not a protocol error. A tool call or prompt
+counts as the session's activity, so a WebSocket session an MCP client plays is not closed as idle.
+
+Whoever holds an MCP session's id (or an OpenEnv session's) plays its episode: two clients sharing
+one play the same episode, their tool calls taking turns, each one step, in the order they arrive.
+A request whose JSON-RPC id is that of another request of the session still in flight is answered
+409 (the MCP SDK would route both answers to one of them and leave the other waiting forever).
+The server's guards (`searchgym.agents.integrations.guards`) check the Host and Origin of every
+request, so the MCP SDK's own DNS-rebinding check is off.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,8 +38,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from openenv.core.env_server.http_server import HTTPEnvServer
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from searchgym.agents.integrations.guards import load_json, replay_body
 from searchgym.agents.integrations.openenv_env import NoEpisodeError, SearchgymEnvironment
 from searchgym.envs.tools import Tool
 
@@ -47,7 +59,6 @@ class McpEndpoint:
         *,
         idle_timeout_s: float | None,
         max_body_bytes: int,
-        allowed_hosts: Sequence[str] | None,
     ) -> None:
         self.env_server = env_server
         self.tools = [
@@ -57,17 +68,16 @@ class McpEndpoint:
             for t in tools
         ]
         self._own: dict[str, str] = {}  # MCP session id -> the OpenEnv session it opened
+        self._opening: dict[str, asyncio.Lock] = {}  # MCP session id -> held while it opens its own
+        self._in_flight: set[tuple[str, str]] = set()  # (MCP session id, JSON-RPC id) being answered
         server: Server = Server("searchgym")
         server.list_tools()(self._list_tools)
         server.call_tool(validate_input=True)(self._call_tool)
         server.list_prompts()(self._list_prompts)
         server.get_prompt()(self._get_prompt)
         self.server = server
-        security = (
-            TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=list(allowed_hosts))
-            if allowed_hosts
-            else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        )
+        # the server's guards check Host and Origin (see the module docstring)
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.manager = StreamableHTTPSessionManager(
             server,
             json_response=True,
@@ -78,12 +88,45 @@ class McpEndpoint:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        mcp_id = dict(scope["headers"]).get(SESSION_HEADER.encode(), b"").decode("latin-1")
+        if scope["method"] == "POST" and mcp_id:
+            return await self._post(mcp_id, scope, receive, send)
         await self.manager.handle_request(scope, receive, send)
         if scope["method"] == "DELETE":  # the client ended its MCP session: free the env it opened
-            mcp_id = dict(scope["headers"]).get(SESSION_HEADER.encode(), b"").decode()
+            self._opening.pop(mcp_id, None)
             own = self._own.pop(mcp_id, None)
             if own is not None:
                 await self.env_server._destroy_session(own)
+
+    async def _post(self, mcp_id: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """A message of MCP session ``mcp_id``, refused (409) if a request of the session with its
+        JSON-RPC id is in flight."""
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False) and message["type"] == "http.request"
+        try:
+            request = load_json(body)
+        except ValueError:  # the server's `MessageCheck` answered what it cannot read; the SDK, bad JSON
+            request = None
+        key = None
+        if isinstance(request, dict) and "method" in request and "id" in request:
+            key = (mcp_id, json.dumps(request["id"]))
+            if key in self._in_flight:
+                detail = (
+                    f"request id {request['id']!r} is already in flight in this MCP session: clients that "
+                    "share a session take turns, each request with an id no other in flight has"
+                )
+                error = {"code": -32600, "message": detail}
+                reply = {"jsonrpc": "2.0", "id": request["id"], "error": error}
+                return await JSONResponse(reply, status_code=409)(scope, receive, send)
+            self._in_flight.add(key)
+        try:
+            await self.manager.handle_request(scope, replay_body(body, receive), send)
+        finally:
+            if key is not None:
+                self._in_flight.discard(key)
 
     # -- MCP handlers ------------------------------------------------------------------------
     async def _list_tools(self) -> list[types.Tool]:
@@ -93,6 +136,7 @@ class McpEndpoint:
         try:
             session_id, env = await self._session()
             obs = await self.env_server._run_in_session_executor(session_id, env.call_tool, name, arguments)
+            self.env_server._update_session_activity(session_id, increment_step=True)
         except (NoEpisodeError, LookupError, ValueError) as e:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(e))], isError=True)
         text = env.session.protocol.unwrap_result(obs.text)
@@ -113,7 +157,8 @@ class McpEndpoint:
     async def _get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         if name != TASK_PROMPT:
             raise ValueError(f"unknown prompt {name!r}; the prompt is {TASK_PROMPT!r}")
-        _, env = await self._session()
+        session_id, env = await self._session()
+        self.env_server._update_session_activity(session_id)
         message = types.PromptMessage(
             role="user", content=types.TextContent(type="text", text=env.first_text)
         )
@@ -130,7 +175,8 @@ class McpEndpoint:
             session_id = params["session_id"]
         else:
             mcp_id = request.headers.get(SESSION_HEADER, "")
-            session_id = self._own.get(mcp_id) or await self._open(mcp_id, params)
+            async with self._opening.setdefault(mcp_id, asyncio.Lock()):  # one open per MCP session
+                session_id = self._own.get(mcp_id) or await self._open(mcp_id, params)
         env = self.env_server._sessions.get(session_id)
         if env is None:
             self._own.pop(request.headers.get(SESSION_HEADER, ""), None)

@@ -10,7 +10,9 @@ task_index=, task_id=)``, ``step(SearchgymAction(...))`` (or `text` / `call` for
         print(result.observation.text, result.reward, result.done)
 
 `play_episode` plays a searchgym `Agent` (the scripted oracle or heuristic, or your own) over such
-a client and records the `Episode` as ``searchgym eval`` would.
+a client and records the `Episode` as ``searchgym eval`` would: its scores come from the server at
+the answer. The server sends a task's gold answers, which the oracle reads, only when started with
+``--reveal-answers``; otherwise the episode's ``answers`` and ``evidence`` are empty.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from searchgym.agents.base import Agent
 from searchgym.agents.integrations.openenv_env import SearchgymAction, SearchgymObservation, SearchgymState
 from searchgym.agents.integrations.session import agent_reset_info
 from searchgym.agents.rollout import Episode
-from searchgym.tasks.task import Task
 
 
 class SearchgymEnvClient(EnvClient[SearchgymAction, SearchgymObservation, SearchgymState]):
@@ -47,9 +48,9 @@ def play_episode(env: Any, agent: Agent, **reset: Any) -> Episode:
     """Play one episode of ``agent`` over ``env`` (a synchronous `SearchgymEnvClient`), reset with
     ``reset`` (``task_index``, ``task_id``, ``seed``); the episode as ``searchgym eval`` records it."""
     result = env.reset(**reset)
-    info = result.observation.metadata
-    agent.reset(agent_reset_info(info))
-    episode = Episode.of(Task.from_dict(info["task"]))
+    info = agent_reset_info(result.observation.metadata)
+    agent.reset(info)
+    episode = Episode.of(info["task"])
     observation = result.observation.text
     while not result.done:
         action = agent.act(observation)

@@ -8,13 +8,16 @@ session, with pydantic messages. Here:
   of one of the env's tools: ``{"tool": "search", "arguments": {"query": "..."}}``).
 - `SearchgymObservation`: the observation ``text``, the step's ``reward``, ``done``, the step's
   ``reward_components`` and the env's ``info`` (as JSON; at reset it also holds the task, the
-  tools' schemas and the server's ``session_id``) in ``metadata``.
+  tools' schemas and the server's ``session_id``) in ``metadata``. The task is its ``id`` and
+  ``question`` only (`public_task`) unless the env is made with ``reveal_answers=True``: its gold
+  answers, evidence and metadata (the reasoning chain) give the answer away.
 - `SearchgymState`: the episode so far (task, turn, summed reward and components, counters).
 
 `SearchgymEnvironment` plays one `EnvSession`; its ``rubric`` is the env's rubric as OpenEnv's
 (`TermsRubric`: one child per reward term, named like it). Its ``reset`` takes ``seed``, ``task_index`` and
-``task_id``; the step of an env with no episode (OpenEnv's stateless ``POST /step`` makes a fresh
-env each request) raises `NoEpisodeError`, which the server answers with 409.
+``task_id`` (any other option, or one of the wrong type, raises `BadResetError`, which the server
+answers with 422); the step of an env with no episode (OpenEnv's stateless ``POST /step`` makes a
+fresh env each request) raises `NoEpisodeError`, which the server answers with 409.
 """
 
 from __future__ import annotations
@@ -31,10 +34,28 @@ from pydantic_core import PydanticCustomError
 from searchgym import __version__
 from searchgym.agents.integrations.session import EnvSession, Step
 from searchgym.envs import rubric as searchgym_rubric
+from searchgym.errors import ConfigError
 
 
 class NoEpisodeError(RuntimeError):
     """A step was sent to a session with no episode running (never reset, or over)."""
+
+
+class BadResetError(ValueError):
+    """A reset asked for an option the env does not take, or gave one of the wrong type."""
+
+
+RESET_OPTIONS = {"seed": int, "episode_id": str, "task_index": int, "task_id": str}
+"""What ``reset`` takes, and the type of each."""
+
+
+def public_task(task: dict[str, Any]) -> dict[str, Any]:
+    """What a client may see of a task (a `Task`'s dict): its id and question.
+
+    >>> public_task({"id": "t", "question": "Q?", "answers": ["A"], "evidence": ["d1"], "metadata": {}})
+    {'id': 't', 'question': 'Q?'}
+    """
+    return {"id": task["id"], "question": task["question"]}
 
 
 class SearchgymAction(Action):
@@ -109,8 +130,12 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, env_id: str, env_kwargs: dict[str, Any] | None = None, *, reveal_answers: bool = False
+    ) -> None:
         session = EnvSession(env_id, **(env_kwargs or {}))
+        self.reveal_answers = reveal_answers
+        """Whether a reset sends the task whole (gold answers, evidence, metadata) or `public_task`."""
         super().__init__(rubric=TermsRubric(session.env.unwrapped.rubric))
         self.session = session
         self._episode_id: str | None = None
@@ -126,12 +151,21 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
         episode_id: str | None = None,
         task_index: int | None = None,
         task_id: str | None = None,
+        **unknown: Any,
     ) -> SearchgymObservation:
+        _check_reset(unknown, seed=seed, episode_id=episode_id, task_index=task_index, task_id=task_id)
         with self._lock:
-            text, info = self.session.reset(seed=seed, task_index=task_index, task_id=task_id)
+            task = None
+            if task_index is not None or task_id is not None:
+                try:
+                    task = self.session.task(task_index=task_index, task_id=task_id)
+                except ConfigError as e:  # a task the env does not have
+                    raise BadResetError(str(e)) from None
+            text, info = self.session.reset(seed=seed, task=task)
             self._episode_id, self.first_text = episode_id, text
+        task = info["task"] if self.reveal_answers else public_task(info["task"])
         return SearchgymObservation(
-            text=text, done=False, reward=0.0, metadata={**info, "session_id": self.session_id}
+            text=text, done=False, reward=0.0, metadata={**info, "task": task, "session_id": self.session_id}
         )
 
     def step(
@@ -192,3 +226,18 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
 
     def close(self) -> None:
         self.session.close()
+
+
+def _check_reset(unknown: dict[str, Any], **options: Any) -> None:
+    """`BadResetError` for an option ``reset`` does not take, or one of the wrong type."""
+    if unknown:
+        raise BadResetError(
+            f"reset takes {', '.join(RESET_OPTIONS)}, not {', '.join(map(repr, sorted(unknown)))}"
+        )
+    for name, value in options.items():
+        kind = RESET_OPTIONS[name]
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            expected = "an integer" if kind is int else "a string"
+            raise BadResetError(f"reset's {name} must be {expected}, got {value!r}")
+    if options["seed"] is not None and options["seed"] < 0:
+        raise BadResetError(f"reset's seed must be at least 0, got {options['seed']}")

@@ -223,10 +223,20 @@ def jsonable(value: Any) -> Any:
 
 def agent_reset_info(info: Mapping[str, Any]) -> dict[str, Any]:
     """The `ResetInfo` a scripted agent reads, rebuilt from `EnvSession.reset`'s JSON info: the
-    task and the env's action protocol over the same tools."""
+    task (`wire_task`) and the env's action protocol over the same tools."""
     tools = [Tool.from_schema(schema) for schema in info["tools"]]
     return {
         **info,
-        "task": Task.from_dict(info["task"]),
+        "task": wire_task(info["task"]),
         "protocol": make_protocol(info["protocol"], tools),
     }
+
+
+def wire_task(row: Mapping[str, Any]) -> Task:
+    """A task as a server sent it: whole, or its id and question only (a `searchgym serve-env`
+    server keeps the gold answers, evidence and metadata unless started with --reveal-answers).
+
+    >>> wire_task({"id": "t", "question": "Q?"}).answers
+    ()
+    """
+    return Task.from_dict({"answers": (), **row})

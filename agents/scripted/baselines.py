@@ -15,6 +15,7 @@ import numpy as np
 from searchgym.agents.scripted.web_oracle import WebOracleAgent, is_web
 from searchgym.envs.protocols import ActionProtocol
 from searchgym.envs.web_tools import parse_results
+from searchgym.errors import ConfigError
 from searchgym.tasks.extractive import extract_answer, parse_docs
 
 _WORD_RE = re.compile(r"\w+")
@@ -62,6 +63,11 @@ class OracleAgent(_Scripted):
 
     def reset(self, info: dict[str, Any]) -> None:
         super().reset(info)
+        if not self.task.answers:
+            raise ConfigError(
+                f"the oracle reads a task's gold answers and evidence chain, and task {self.task.id!r} "
+                "came without them: a searchgym serve-env server sends them only with --reveal-answers"
+            )
         chain = self.task.metadata.get("chain") or []
         self.queries = [hop["query"] for hop in chain if hop.get("query")] or [self.task.question]
         self.verify = self.p_verify > 0 and self.rng.random() < self.p_verify

@@ -41,7 +41,9 @@ def native(protocol: str, agent: str) -> list[Episode]:
 
 @pytest.fixture(scope="module", params=["tags", "tool_calls"])
 def served(request):
-    with ServerThread(create_env_app(ENV, {"protocol": request.param}, max_sessions=64)) as server:
+    # the oracle reads the gold answers, which the server sends only when asked
+    app = create_env_app(ENV, {"protocol": request.param}, max_sessions=64, reveal_answers=True)
+    with ServerThread(app) as server:
         yield request.param, server
 
 
@@ -144,7 +146,7 @@ def test_64_sessions_play_at_once_without_mixing():
             observation = session.step(agent.act(observation)).observation
         return session.episode.to_dict()
 
-    with ServerThread(create_env_app(ENV, max_sessions=64)) as server:
+    with ServerThread(create_env_app(ENV, max_sessions=64, reveal_answers=True)) as server:
 
         def remote(seed):
             with SearchgymEnvClient(base_url=server.url).sync() as env:
@@ -238,7 +240,7 @@ def test_bad_messages_get_an_error_naming_them_and_the_server_keeps_serving():
         reply = httpx.post(
             f"{server.url}/mcp", json=initialize, headers={**mcp_headers, "Host": "evil.example"}
         )
-        assert reply.status_code == 421  # a page that rebinds its name to loopback cannot reach the tools
+        assert reply.status_code == 400  # a page that rebinds its name to loopback cannot reach the tools
         reply = httpx.post(
             f"{server.url}/mcp", content=b"{bad", headers={**mcp_headers, "Content-Type": "application/json"}
         )
@@ -279,7 +281,7 @@ def test_the_openenv_rubric_is_the_envs_and_scores_each_step_as_the_env_does():
     from searchgym.agents.integrations.openenv_env import SearchgymEnvironment
 
     rewards = {"format": 0.2, "per_search": 0.05, "terms": {"evidence_recall": 0.5}}
-    env = SearchgymEnvironment(ENV, {"rewards": rewards})
+    env = SearchgymEnvironment(ENV, {"rewards": rewards}, reveal_answers=True)
     names = [name for name, _ in env.rubric.named_rubrics()]
     terms = ("outcome", "format", "search_calls", "obs_tokens_1k", "evidence_recall")
     assert names == ["terms", *(f"terms.{name}" for name in terms)]
