@@ -103,6 +103,9 @@ def test_the_language_model_agents_run_as_written(tmp_path):
     out = bash(doc_block("getting-started.md", "bash", 3), tmp_path).stdout
     assert out.count("hf:smollm2-135m-instruct   all  2 ") == 2 and "oracle   all  2  1.000" in out
     assert "simulator hf:smollm2-135m-instruct" in out
+    assert out.count("hf:smollm2-135m-instruct   all  2  0.000 ") == 2  # the page: EM 0.000 in both runs
+    page = " ".join((ROOT / "docs" / "getting-started.md").read_text().split())
+    assert "often run to the 8-turn limit (EM 0.000 in both runs)" in page
 
 
 @pytest.mark.slow
