@@ -55,7 +55,7 @@ def check_splits_apart(cfg: GRPOConfig) -> None:
             f"{len(shared)} of the {len(evaluated)} {cfg.eval_split!r} questions that train evaluates are "
             f"also {cfg.train_split!r} questions of {cfg.env} (e.g. {shared[0]!r}), so its dev EM would "
             "measure memorised answers: register the env with tasks={'train': [...], 'dev': [...]} (a plain "
-            "list serves every split), give each line of a questions file (task_set) its \"split\" field, "
+            'list serves every split), give each line of a questions file (task_set) its "split" field, '
             "or set train_split and eval_split to splits that do not overlap"
         )
 
