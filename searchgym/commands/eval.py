@@ -53,7 +53,11 @@ _COLUMNS = [
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="run agents on an environment and report metrics")
     p.add_argument("--env", default=DEFAULT_ENV, help=f"environment id (default {DEFAULT_ENV})")
-    add_env_args(p, "keyword argument for the env, value read as YAML (e.g. -E split=test -E hops=2)")
+    add_env_args(
+        p,
+        "keyword argument for the env, value read as YAML (e.g. -E split=test -E hops=2, or "
+        "-E task_set=questions.jsonl: your own questions, see docs/tasks.md)",
+    )
     p.add_argument(
         "--agent",
         default=None,
