@@ -335,10 +335,17 @@ def check_env_id(env_id: str, import_hint: str = IMPORT_HINT) -> None:
     )
 
 
-def use_env(env_id: str, imports: str | Sequence[str] | None = None, *, key: str = "--import") -> None:
+def use_env(
+    env_id: str,
+    imports: str | Sequence[str] | None = None,
+    *,
+    key: str = "--import",
+    directory: str | None = None,
+) -> None:
     """Make ``env_id`` nameable where a trainer's config names it: load the installed plug-ins,
-    import the user's modules ``imports`` (one name or a list; they register their envs when
-    imported), then `check_env_id`. ``key`` is the config key that names the modules, for errors.
+    import the user's modules ``imports`` (one name or a list, from ``directory``, by default the
+    current one, or ``PYTHONPATH``; they register their envs when imported), then `check_env_id`.
+    ``key`` is the config key that names the modules, for errors.
 
     >>> use_env("searchgym/FictionalQA-BM25-v0", ["json"], key="env_config.imports")
     >>> use_env("mylab/History-v0", key="env_config.imports")
@@ -348,15 +355,18 @@ def use_env(env_id: str, imports: str | Sequence[str] | None = None, *, key: str
 shows them all; an env of your own is registered by importing its module first (env_config.imports: \
 [MODULE]) or by installing its package with an entry point in the 'searchgym.plugins' group (docs/plug-in.md)
     """
-    import_modules(imports, key=key)
-    check_env_id(env_id, import_hint=IMPORT_HINT if key == "--import" else f"{key}: [MODULE]")
+    import_modules(imports, key=key, directory=directory)
+    check_env_id(env_id, import_hint=f"{key} MODULE" if key.startswith("--") else f"{key}: [MODULE]")
 
 
-def import_modules(names: str | Sequence[str] | None, *, key: str = "--import") -> None:
+def import_modules(
+    names: str | Sequence[str] | None, *, key: str = "--import", directory: str | None = None
+) -> None:
     """Import the user's modules ``names`` (one name or a list), after the installed plug-ins, so
-    that what they register can be named; the current directory is searched first, as ``python -m``
-    searches it. A name that is not a module name, a module that is not there, or one that fails
-    while it is imported (an exception, ``sys.exit``) is a `ConfigError` naming ``key`` and it.
+    that what they register can be named; ``directory`` (by default the current one, as ``python
+    -m`` searches it) is searched first. A name that is not a module name, a module that is not
+    there, or one that fails while it is imported (an exception, ``sys.exit``) is a `ConfigError`
+    naming ``key`` and it.
 
     >>> import_modules("envs/my_lab.py", key="imports")
     Traceback (most recent call last):
@@ -375,8 +385,9 @@ it (my_lab, or my_pkg.envs), from the directory that holds it or with that direc
                 f"{key} {name}: not a module name; name it as Python imports it (my_lab, or my_pkg.envs), "
                 "from the directory that holds it or with that directory on PYTHONPATH"
             )
-    if names and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    directory = directory or os.getcwd()
+    if names and directory not in sys.path:
+        sys.path.insert(0, directory)
     for name in names:
         try:
             importlib.import_module(name)
@@ -384,9 +395,8 @@ it (my_lab, or my_pkg.envs), from the directory that holds it or with that direc
             if e.name not in (name, name.split(".")[0]):  # the module failed to import something
                 raise ConfigError(f"{key} {name}: importing it raised {describe_exception(e)}") from e
             hint = f" (to import {name}, write {key} {name[:-3]})" if name.endswith(".py") else ""
-            raise ConfigError(
-                f"{key} {name}: no module {e.name!r} in the current directory or on PYTHONPATH{hint}"
-            ) from e
+            where = "the current directory" if directory == os.getcwd() else directory
+            raise ConfigError(f"{key} {name}: no module {e.name!r} in {where} or on PYTHONPATH{hint}") from e
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # a user's module that raises or calls sys.exit while imported

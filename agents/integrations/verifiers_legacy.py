@@ -23,7 +23,7 @@ With verifiers 0.4 installed this module refuses to load and points to the tasks
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from searchgym.agents.integrations.session import EnvSession
@@ -37,9 +37,11 @@ from searchgym.agents.integrations.verifiers_env import (
 )
 from searchgym.agents.rollout import Episode
 from searchgym.errors import ConfigError, DependencyNotInstalled
+from searchgym.registry import use_env
 from searchgym.tasks.task import Task
 
 LEGACY_INSTALL = 'pip install "verifiers>=0.3,<0.4"'
+IMPORT_KEY = "load_environment's imports"
 
 try:
     import verifiers
@@ -68,17 +70,29 @@ METRICS: dict[str, Callable[[Episode], float]] = {
 
 
 def load_environment(
-    env_id: str = DEFAULT_ENV,
+    env: str = DEFAULT_ENV,
     options: dict[str, Any] | None = None,
     n: int | None = None,
     seed: int = 0,
+    imports: Sequence[str] | str = (),
     **kwargs: Any,
 ) -> SearchgymEnv:
-    """The env ``env_id`` made with ``options`` (the keyword arguments of ``searchgym.make``:
-    ``split``, ``protocol``, ``max_turns``, ``rewards``, ...), on its tasks or the ``n`` that
-    ``searchgym eval --n N --seed SEED`` plays. ``kwargs`` go to verifiers' ``MultiTurnEnv``
-    (``max_turns`` caps the model's replies, ``timeout_seconds``, ``system_prompt``, ...)."""
-    return SearchgymEnv(env_id, dict(options or {}), n, seed, **kwargs)
+    """The env ``env`` (its id: searchgym's, an installed plug-in's, or one that the modules
+    ``imports`` register when imported) made with ``options`` (the keyword arguments of
+    ``searchgym.make``: ``split``, ``protocol``, ``max_turns``, ``rewards``, ...), on its tasks or
+    the ``n`` that ``searchgym eval --n N --seed SEED`` plays. ``kwargs`` go to verifiers'
+    ``MultiTurnEnv`` (``max_turns`` caps the model's replies, ``timeout_seconds``, ...).
+
+    The id is ``env``, not ``env_id``: verifiers' own ``load_environment(env_id, **env_args)``
+    binds ``env_id`` to the module it loads (``"searchgym"``), so Python refuses ``env_id=...``
+    among the arguments before searchgym is reached."""
+    if "env_id" in kwargs:
+        raise ConfigError(
+            f"name the env with env={kwargs['env_id']!r}, not env_id: verifiers' load_environment(env_id, "
+            "**env_args) takes env_id as the module to load ('searchgym')"
+        )
+    use_env(env, imports, key=IMPORT_KEY)
+    return SearchgymEnv(env, dict(options or {}), n, seed, **kwargs)
 
 
 class SearchgymEnv(vf.MultiTurnEnv):

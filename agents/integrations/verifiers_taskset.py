@@ -2,7 +2,10 @@
 
 ``vf-eval searchgym --env.taskset.env-id ID --env.taskset.options '{...}' -m MODEL ...`` makes
 verifiers import the module ``searchgym``, whose ``__all__`` exports `SearchgymTaskset` and
-`SearchgymHarness` (lazily, from here). Its parts:
+`SearchgymHarness` (lazily, from here). An env of yours is named the same way: an installed
+package registers it through the ``searchgym.plugins`` entry points, and a module of yours that
+registers it when imported is named by ``--env.taskset.imports '["mylab"]'`` (from the directory
+vf-eval runs in, or ``PYTHONPATH``). Its parts:
 
 - `SearchgymTaskset` yields one `SearchgymTask` per task of `env_tasks` (the prompt is the env's
   first observation) and serves `SearchgymToolset`, one MCP server for the whole eval;
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import uuid
 from contextlib import AsyncExitStack
 from typing import Annotated, Any
@@ -43,6 +47,7 @@ from searchgym.agents.integrations.verifiers_env import (
 from searchgym.agents.rollout import Episode
 from searchgym.envs.tools import Tool
 from searchgym.errors import ConfigError, DependencyNotInstalled, import_optional
+from searchgym.registry import use_env
 from searchgym.tasks.task import Task
 
 # verifiers is an optional dependency (its own venv: it pins mcp 2): fail with the install line.
@@ -59,6 +64,8 @@ import verifiers.v1 as vf  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402  (a dependency of verifiers)
 from verifiers.v1.harnesses.utils.mcp import call_mcp, connect_mcp  # noqa: E402
 
+IMPORT_KEY = "--env.taskset.imports"
+
 __all__ = [
     "SearchgymConfig",
     "SearchgymData",
@@ -74,10 +81,13 @@ class SearchgymConfig(vf.TasksetConfig):
     """``--env.taskset.*``: which env, made with which options, and which of its tasks."""
 
     env_id: str = DEFAULT_ENV
-    """A registered searchgym env id."""
+    """A registered searchgym env id: searchgym's, an installed plug-in's, or one that ``imports``
+    registers."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Env options, the keyword arguments of ``searchgym.make`` (``split``, ``hops``, ``protocol``,
     ``max_turns``, ``rewards``, ...), as ``searchgym eval -E key=value`` passes them."""
+    imports: list[str] = Field(default_factory=list)
+    """Modules of yours to import first, which register the env (as ``searchgym --import``)."""
     n: int | None = None
     """Play the ``n`` tasks that ``searchgym eval --n N --seed SEED`` plays (all when None)."""
     seed: int = 0
@@ -160,6 +170,9 @@ def _scored_task(weights: dict[str, float]) -> type[SearchgymTask]:
 class SearchgymToolsetConfig(vf.SharedToolsetConfig):
     env_id: str = DEFAULT_ENV
     options: dict[str, Any] = Field(default_factory=dict)
+    imports: list[str] = Field(default_factory=list)
+    directory: str = ""
+    """Where vf-eval ran: the tool server runs in a directory of its own, and imports from there."""
 
 
 class SearchgymToolset(vf.Toolset[SearchgymToolsetConfig, SearchgymState]):
@@ -182,7 +195,9 @@ class SearchgymToolset(vf.Toolset[SearchgymToolsetConfig, SearchgymState]):
             )
 
     def _new_session(self) -> EnvSession:
-        return EnvSession(self.config.env_id, **self.config.options)
+        config = self.config
+        use_env(config.env_id, config.imports, key=IMPORT_KEY, directory=config.directory or None)
+        return EnvSession(config.env_id, **config.options)
 
     def _tool_function(self, tool: Tool) -> Any:
         """A function whose signature is the tool's parameters (MCP reads its schema from it)."""
@@ -291,6 +306,7 @@ class SearchgymTaskset(vf.Taskset[SearchgymTask, SearchgymConfig]):
 
     def __init__(self, config: SearchgymConfig) -> None:
         super().__init__(config)
+        use_env(config.env_id, config.imports, key=IMPORT_KEY)
         session = EnvSession(config.env_id, **config.options)
         self.task_class = _scored_task(reward_weights(session.env))
         self._rows = env_tasks(session, config.n, config.seed)
@@ -303,7 +319,8 @@ class SearchgymTaskset(vf.Taskset[SearchgymTask, SearchgymConfig]):
 
     @classmethod
     def toolsets(cls, config: SearchgymConfig) -> list[Any]:
-        return [SearchgymToolset(SearchgymToolsetConfig(env_id=config.env_id, options=config.options))]
+        shared = {"env_id": config.env_id, "options": config.options, "imports": config.imports}
+        return [SearchgymToolset(SearchgymToolsetConfig(**shared, directory=os.getcwd()))]
 
 
 if __name__ == "__main__":  # verifiers starts the tool server as `python -m <this module>`

@@ -13,6 +13,7 @@ from statistics import fmean
 import pytest
 from doc_blocks import doc_block
 from side_venvs import run_in
+from user_env import write_module
 
 import searchgym
 from searchgym.agents import make_agent, run_episodes, summarize
@@ -257,3 +258,44 @@ def test_docs_page_runs():
     name, question = report["python"].splitlines()[0].split(" | ")
     assert name == "SearchgymTaskset" and question.startswith("Question: ")
     assert report["python"].splitlines()[1] == str(dict(sorted(weights.items())))
+
+
+@pytest.mark.slow
+def test_vf_eval_plays_a_users_own_envs_named_by_id(user_site, tmp_path):
+    """vf-eval plays the oracle on a plug-in package's env named by its id alone, and on a plain
+    module's env named with --env.taskset.imports (found in vf-eval's directory, also by the tool
+    server, which runs elsewhere); an id nothing registers names the flag and the entry-point group."""
+    write_module(tmp_path)
+    report = run_in("verifiers", SIDE, "user", str(user_site), str(tmp_path))
+    assert sorted(report["plugin"]["task_ids"]) == ["q0", "q1"] and report["module"]["task_ids"] == ["q1"]
+    for run in ("plugin", "module"):
+        assert report[run]["em"] == 1.0 and report[run]["searches"] == 1.0 and report[run]["reward"] == 1.0
+    unknown = report["unknown"]
+    assert unknown["returncode"] != 0
+    assert unknown["stderr"].splitlines()[-1] == (
+        "searchgym.errors.ConfigError: no environment 'mylab/Nope-v0' is registered. Did you mean "
+        "'mylab/History-v0', 'mylab/Turing-v0'? `searchgym list` shows them all; an env of your own is "
+        "registered by importing its module first (--env.taskset.imports MODULE) or by installing its "
+        "package with an entry point in the 'searchgym.plugins' group (docs/plug-in.md)"
+    )
+
+
+@pytest.mark.slow
+def test_verifiers03_loads_and_plays_a_users_own_envs_named_by_env(user_site, tmp_path):
+    """verifiers 0.3's loader makes a plug-in package's env named by ``env`` alone and a plain
+    module's env named with ``imports``, and its eval plays the oracle on each. ``env_id=`` is
+    Python's TypeError inside verifiers' own ``load_environment(env_id, **env_args)`` (it names the
+    module, searchgym); called directly, searchgym's says to write ``env=``."""
+    write_module(tmp_path)
+    report = run_in("verifiers03", SIDE03, "user", str(user_site), str(tmp_path))
+    assert sorted(report["plugin"]["task_ids"]) == ["q0", "q1"] and report["module"]["task_ids"] == ["q1"]
+    for run in ("plugin", "module"):
+        assert report[run]["em"] == 1.0 and report[run]["searches"] == 1.0 and report[run]["reward"] == 1.0
+    assert report["env_id"] == "TypeError: load_environment() got multiple values for argument 'env_id'"
+    assert report["direct_env_id"] == (
+        "ConfigError: name the env with env='mylab/History-v0', not env_id: verifiers' "
+        "load_environment(env_id, **env_args) takes env_id as the module to load ('searchgym')"
+    )
+    assert report["unknown"].startswith("RuntimeError: Failed to load environment 'searchgym': no env")
+    assert "(load_environment's imports: [MODULE])" in report["unknown"]
+    assert "an entry point in the 'searchgym.plugins' group" in report["unknown"]

@@ -5,6 +5,7 @@ run in the side venv .venv-verifiers03 by test_verifiers_env.py (`run_in`).
     python verifiers03_side.py eval '[{"name": "oracle", "agent": "oracle", "options": {}, "n": 200}]'
     python verifiers03_side.py doc BASH_BLOCK PYTHON_BLOCK
     python verifiers03_side.py refused load_environment    # in the verifiers 0.4 venv
+    python verifiers03_side.py user SITE WORK              # a user's own envs (tests/user_env.py)
 
 ``eval`` loads each run's env with ``verifiers.load_environment("searchgym", options=..., n=...)``
 and plays it with ``env.evaluate`` (the model is the run's agent); the last stdout line is JSON:
@@ -35,8 +36,10 @@ from searchgym.agents.rollout import Episode, summarize  # noqa: E402
 
 
 def evaluate(url: str, run: dict[str, Any]) -> dict[str, Any]:
-    """One run through verifiers 0.3's loader and ``Environment.evaluate``; its figures."""
-    env = vf.load_environment("searchgym", options=run["options"], n=run["n"])
+    """One run through verifiers 0.3's loader and ``Environment.evaluate``; its figures. The run's
+    ``env`` and ``imports``, where it has them, are load_environment's arguments too."""
+    named = {key: run[key] for key in ("env", "imports") if key in run}
+    env = vf.load_environment("searchgym", options=run["options"], n=run["n"], **named)
     client = vf.ClientConfig(api_base_url=url, api_key_var="OPENAI_API_KEY")
     results = env.evaluate_sync(
         client, run["agent"], max_concurrent=16, state_columns=["searchgym_episode"], independent_scoring=True
@@ -108,5 +111,42 @@ def refused(name: str) -> None:
         raise SystemExit(f"searchgym.{name} raised nothing")
 
 
+def user(site: str, work: str) -> None:
+    """A user's process, run in ``work`` with ``site`` (where the plug-in package
+    ``searchgym-mylab`` is installed) on its path: verifiers 0.3's loader makes the plug-in's env
+    named by ``env`` alone and the env of ``work``'s ``mylab_turing.py`` named with ``imports``, and
+    its eval plays the oracle on each; then ``env_id=`` (which verifiers' own signature takes) and
+    an id nothing registers. Prints each run's figures and the errors."""
+    from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV
+
+    sys.path.insert(0, site)
+    os.chdir(work)
+    os.environ.setdefault("OPENAI_API_KEY", "test")
+    oracle = {"agent": "oracle", "options": {}}
+    runs = [
+        {"name": "plugin", "env": PLUGIN_ENV, "n": 2, **oracle},
+        {"name": "module", "env": IMPORTED_ENV, "imports": [IMPORTED_MODULE], "n": 1, **oracle},
+    ]
+    # loaded once before the server starts, whose script makes the same envs
+    vf.load_environment("searchgym", env=IMPORTED_ENV, imports=[IMPORTED_MODULE])
+    with OpenAIServer(scripted_agents(runs)) as server:
+        report: dict[str, Any] = {run["name"]: evaluate(server.url, run) for run in runs}
+    for name, arguments in {
+        "env_id": {"env_id": PLUGIN_ENV},
+        "unknown": {"env": "mylab/Nope-v0"},
+        "direct_env_id": None,
+    }.items():
+        try:
+            if arguments is None:
+                import searchgym
+
+                searchgym.load_environment(env_id=PLUGIN_ENV)
+            else:
+                vf.load_environment("searchgym", **arguments)
+        except Exception as e:  # noqa: BLE001  (reported to the test, which checks it)
+            report[name] = f"{type(e).__name__}: {e}"
+    print(json.dumps(report))
+
+
 if __name__ == "__main__":
-    {"eval": main, "doc": doc, "refused": refused}[sys.argv[1]](*sys.argv[2:])
+    {"eval": main, "doc": doc, "refused": refused, "user": user}[sys.argv[1]](*sys.argv[2:])

@@ -2,6 +2,7 @@
 plays searchgym's scripted agents; run in a side venv by test_verifiers_env.py (`run_in`).
 
     python verifiers_side.py v1 '[{"name": "oracle", "agent": "oracle", "options": {}, "n": 200}]'
+    python verifiers_side.py user SITE WORK    # a user's own envs (tests/user_env.py)
 
 (verifiers 0.3's ``load_environment`` is played by verifiers03_side.py, which imports
 `scripted_agents` and `FIGURES` from here.)
@@ -47,7 +48,7 @@ def scripted_agents(runs: list[dict[str, Any]]) -> Any:
     turn limit ends the episode."""
     by_prompt: dict[str, tuple[Task, EnvSession]] = {}
     for run in runs:
-        session = EnvSession(DEFAULT_ENV, **run["options"])
+        session = EnvSession(run.get("env", DEFAULT_ENV), **run["options"])
         for t in env_tasks(session, run["n"]):
             if by_prompt.setdefault(t.prompt, (t.task, session))[0] != t.task:
                 raise SystemExit("two tasks share a prompt: the server could not tell them apart")
@@ -76,11 +77,14 @@ def scripted_agents(runs: list[dict[str, Any]]) -> Any:
     return script
 
 
-def start_v1(url: str, run: dict[str, Any], out: Path) -> subprocess.Popen:
-    """``vf-eval searchgym ...`` (verifiers 0.4) for one run, started."""
+def start_v1(url: str, run: dict[str, Any], out: Path, **popen: Any) -> subprocess.Popen:
+    """``vf-eval searchgym ...`` (verifiers 0.4) for one run (its ``env`` and the modules it
+    ``imports`` where it names them), started with ``popen``'s ``cwd`` and ``env``."""
+    imports = ["--env.taskset.imports", *run["imports"]] if run.get("imports") else []
     command = [
         str(Path(sys.executable).with_name("vf-eval")), "searchgym",
-        "--env.taskset.env-id", DEFAULT_ENV,
+        "--env.taskset.env-id", run.get("env", DEFAULT_ENV),
+        *imports,
         "--env.taskset.options", json.dumps(run["options"]),
         "--env.taskset.n", str(run["n"]),
         "--env.agent.runtime.type", "subprocess",
@@ -91,8 +95,10 @@ def start_v1(url: str, run: dict[str, Any], out: Path) -> subprocess.Popen:
         "--max-concurrent", "16",
         "--no-push", "--no-rich",
     ]  # fmt: skip
-    env = {**os.environ, "PRIME_API_KEY": "test"}
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    env = {**popen.pop("env", os.environ), "PRIME_API_KEY": "test"}
+    return subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, **popen
+    )
 
 
 def traces_of(process: subprocess.Popen, run: dict[str, Any], out: Path) -> list[dict[str, Any]]:
@@ -164,5 +170,33 @@ def main(api: str, runs_json: str) -> None:
     print(json.dumps(report))
 
 
+def user(site: str, work: str) -> None:
+    """vf-eval, run in ``work`` with ``site`` (where the plug-in package ``searchgym-mylab`` is
+    installed) on its PYTHONPATH, plays the oracle on the plug-in's env named by id alone, and on
+    the env of ``work``'s ``mylab_turing.py`` named with ``--env.taskset.imports``; then an id that
+    nothing registers. Prints each run's figures and the last run's error."""
+    from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV
+
+    sys.path[:0] = [site, work]  # this script's scripted server makes the same envs
+    import mylab_turing  # noqa: F401  (registers IMPORTED_ENV; searchgym loads the plug-in by itself)
+
+    oracle = {"agent": "oracle", "options": {}}
+    runs = [
+        {"name": "plugin", "env": PLUGIN_ENV, "n": 2, **oracle},
+        {"name": "module", "env": IMPORTED_ENV, "imports": [IMPORTED_MODULE], "n": 1, **oracle},
+    ]
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([site, os.environ.get("PYTHONPATH", "")])}
+    report: dict[str, Any] = {}
+    with OpenAIServer(scripted_agents(runs)) as server, tempfile.TemporaryDirectory() as out:
+        for run in runs:
+            process = start_v1(server.url, run, Path(out), cwd=work, env=environ)
+            report[run["name"]] = figures(traces_of(process, run, Path(out)))
+        unknown = {**runs[1], "name": "unknown", "env": "mylab/Nope-v0"}
+        process = start_v1(server.url, unknown, Path(out), cwd=work, env=environ)
+        report["unknown"] = {"stderr": process.communicate(timeout=600)[1], "returncode": process.returncode}
+    print(json.dumps(report))
+
+
 if __name__ == "__main__":
-    doc(*sys.argv[2:]) if sys.argv[1] == "doc" else main(*sys.argv[1:])
+    modes = {"doc": doc, "user": user}
+    modes[sys.argv[1]](*sys.argv[2:]) if sys.argv[1] in modes else main(*sys.argv[1:])
