@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import logging
 import threading
 import time
@@ -45,6 +46,32 @@ class HostCheck:
                 await JSONResponse({"detail": detail}, status_code=400)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves only this machine: ``localhost``, 127.0.0.0/8 or ::1.
+
+    >>> is_loopback("127.0.0.2"), is_loopback("[::1]"), is_loopback("localhost"), is_loopback("0.0.0.0")
+    (True, True, True, False)
+    """
+    host = host.strip().lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_guard(app: Any, host: str) -> Any:
+    """``app`` behind a `HostCheck` for the loopback names and ``host`` itself where ``host`` is
+    a loopback address (any of 127.0.0.0/8, ::1, localhost); ``app`` as it is on any other bind,
+    where the address is meant to be reached by other names."""
+    if not is_loopback(host):
+        return app
+    bound = host.strip().lower()
+    bound = f"[{bound.strip('[]')}]" if ":" in bound else bound
+    return HostCheck(app, [*LOOPBACK_HOSTS, bound])
 
 
 def host_name(header: str) -> str:
@@ -146,7 +173,7 @@ class ServerThread:
                 raise RuntimeError("the retrieval server did not start")
             time.sleep(0.01)
         host, port = self._server.servers[0].sockets[0].getsockname()[:2]
-        self.url = f"http://{host}:{port}"
+        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -6,10 +6,15 @@ for the model (``ready``) or none has come for ``window_s`` (at most `MAX_WINDOW
 the first: 32 programs' requests reach it over up to 32 ms on 2 cores, each parsed and templated
 under the GIL), and generates the gathered prompts in one ``policy.generate`` call per distinct
 `SamplingParams` (at most ``policy.max_batch_size`` or ``max_batch`` prompts per call).
+
+One request never fails another: where a call fails, each of its requests is generated again on
+its own, so only the requests the model fails on alone get the error. (The gateway refuses bad
+input before it gets here; this is for what it cannot foresee.)
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 
 from searchgym.generation import Completion, SamplingParams
 
+log = logging.getLogger(__name__)
 _STOP = object()
 POLL_S = 0.002
 MAX_WINDOWS = 5
@@ -75,7 +81,8 @@ class Batcher:
             stop = self._gather(batch)
             by_params: dict[SamplingParams, list[_Request]] = defaultdict(list)
             for request in batch:
-                by_params[request.params].append(request)
+                if request.future.set_running_or_notify_cancel():  # else its caller is gone
+                    by_params[request.params].append(request)
             for params, requests in by_params.items():
                 self._generate(requests, params)
             if stop:
@@ -104,9 +111,17 @@ class Batcher:
         try:
             with self.lock:
                 completions: list[Completion] = self.policy.generate([r.prompt_ids for r in requests], params)
-        except Exception as error:  # every waiting program hears it; the gateway answers 500
+            if len(completions) != len(requests):
+                raise RuntimeError(
+                    f"the policy gave {len(completions)} completions for {len(requests)} prompts"
+                )
+        except Exception as error:
+            if len(requests) == 1:  # its program hears it (the gateway answers 500)
+                requests[0].future.set_exception(error)
+                return
+            log.warning("a batch of %d failed (%r); generating its requests one by one", len(requests), error)
             for request in requests:
-                request.future.set_exception(error)
+                self._generate([request], params)
             return
         self.batches.append(len(requests))
         for request, completion in zip(requests, completions):

@@ -19,7 +19,6 @@ does not append turns that way (it re-renders history), the request is templated
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import uuid
@@ -27,6 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jinja2
+
+from searchgym.agents.gateway.checks import RequestError, check_json
 from searchgym.agents.policies.agent import ChatFormat, renders_tools
 from searchgym.generation import Completion
 
@@ -43,14 +45,6 @@ TOOLS_SYSTEM = (
 """Qwen2.5's tool block, for templates that do not show tools."""
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-class RequestError(ValueError):
-    """A malformed request: what was wrong (``param``: the field), answered with HTTP 400."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True)
@@ -102,13 +96,18 @@ def text_content(content: Any, i: int) -> str:
 
 def _tool_call(call: Any, i: int) -> dict[str, Any]:
     function = call.get("function") if isinstance(call, dict) else None
+    where = f"messages[{i}].tool_calls"
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        where = f"messages[{i}].tool_calls"
         raise RequestError(f"{where}: each needs function.name", where)
     arguments = function.get("arguments", {})
     if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):  # else kept as the text the model wrote
+        try:
             arguments = json.loads(arguments or "{}")
+        except RecursionError:
+            raise RequestError(f"{where}: arguments nest too deep", where) from None
+        except ValueError:
+            pass  # kept as the text the model wrote
+        check_json(arguments, f"{where}.arguments")
     return {
         "type": "function",
         "id": call.get("id"),
@@ -174,9 +173,14 @@ class ChatPrompter:
         if tools and not self._template_shows(tools):
             messages = _with_tools_written(messages, tools)
             tools = None
-        return self.tokenizer.apply_chat_template(
-            messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
-        )
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
+            )
+        except jinja2.TemplateError as error:  # the template's own refusal (raise_exception)
+            raise RequestError(
+                f"the model's chat template refuses these messages: {error}", "messages"
+            ) from None
 
     def _template_shows(self, tools: list[dict[str, Any]]) -> bool:
         key = tools_key(tools)
@@ -218,7 +222,8 @@ def reply_message(text: str, tools: list[dict[str, Any]] | None) -> dict[str, An
     for match in TOOL_CALL.finditer(text) if names else ():
         try:
             call = json.loads(match.group(1))
-        except ValueError:
+            check_json(call)  # a call a request could not send back stays text
+        except (ValueError, RecursionError):
             continue
         if (
             isinstance(call, dict)

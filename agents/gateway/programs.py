@@ -8,10 +8,16 @@ frameworks that take a base URL and key read ``client.base_url`` and ``client.ap
 ``tools.answer``. Each tool call is a step of the env, so costs, tool errors, turn limits and the
 answer are scored by the env's own rubric, as for any agent.
 
-`ProgramPlayer` plays many episodes at once (one thread per env), each under a time limit. A
-program that raises, runs past its time limit, returns no answer or sends malformed requests ends
-its episode with ``Episode.error`` set; the episode is scored as the env left it, its recorded
-calls are its training samples (none if it made no call), and the others play on.
+`ProgramPlayer` plays many episodes at once (one thread per env), each under a time limit that
+counts the program's own time: the wall-clock time since it started less the time in which its
+requests waited for the model (queued for a shared generation call, or being generated:
+`Gateway.waited_s`), so programs that wait for each other's batches are not timed out for it.
+Tool calls (the env's searches) are the program's own time. A hard wall-clock limit,
+`WALL_LIMIT_FACTOR` times the time limit, ends an episode whose generation hangs. A program that
+raises, runs past a limit, returns no answer, returns an answer the env refuses or sends
+malformed requests ends its episode with ``Episode.error`` set; the episode is scored as the env
+left it, its recorded calls are its training samples (none if it made no call), and the others
+play on.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import inspect
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,9 @@ from searchgym.generation import SamplingParams
 from searchgym.tasks.task import Task
 
 Program = Callable[[str, Any, "EpisodeTools"], Any]
+WALL_LIMIT_FACTOR = 10
+"""An episode ends after this many times its time limit of wall-clock time, waits included."""
+POLL_S = 0.05
 
 
 def load_program(spec: str) -> Program:
@@ -90,6 +101,8 @@ class EpisodeTools:
         self.schemas = [t.schema() for t in session.tools]
         self._lock = threading.Lock()
         self._closed = False
+        self.refused: str | None = None
+        """What the env said to the latest answer it did not take (the episode played on)."""
 
     @property
     def done(self) -> bool:
@@ -103,7 +116,10 @@ class EpisodeTools:
             if self._session.done:
                 return EPISODE_OVER
             step = self._session.call(name, arguments)
-        return tool_message(self._session.protocol, step.observation, step.terminated, step.truncated)
+            message = tool_message(self._session.protocol, step.observation, step.terminated, step.truncated)
+            if name == "answer" and not step.terminated:
+                self.refused = message
+        return message
 
     def __getattr__(self, name: str) -> Callable[..., str]:
         if name.startswith("_") or name not in self.__dict__.get("names", ()):
@@ -116,12 +132,22 @@ class EpisodeTools:
 
 
 class ProgramPlayer:
-    """Plays ``program`` on envs through ``gateway``, ``time_limit_s`` per episode."""
+    """Plays ``program`` on envs through ``gateway``: an episode may take ``time_limit_s`` of the
+    program's own time (waits for the model aside) and ``wall_limit_s`` of wall-clock time
+    (default `WALL_LIMIT_FACTOR` times ``time_limit_s``)."""
 
-    def __init__(self, program: Program, gateway: Gateway, *, time_limit_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        program: Program,
+        gateway: Gateway,
+        *,
+        time_limit_s: float = 300.0,
+        wall_limit_s: float | None = None,
+    ) -> None:
         self.program = program
         self.gateway = gateway
         self.time_limit_s = time_limit_s
+        self.wall_limit_s = wall_limit_s or WALL_LIMIT_FACTOR * time_limit_s
 
     def play(
         self,
@@ -169,13 +195,12 @@ class ProgramPlayer:
         instructions, _ = session.reset(seed=seed, task=task)
         key = self.gateway.open_episode(task.id, params)
         tools = EpisodeTools(session, instructions)
-        result, error = run_program(
-            self.program, task.question, self.gateway.url + "/v1", key, tools, self.time_limit_s
-        )
+        limits = Limits(self.time_limit_s, self.wall_limit_s, lambda: self.gateway.waited_s(key))
+        result, error = run_program(self.program, task.question, self.gateway.url + "/v1", key, tools, limits)
         log = self.gateway.close_episode(key)
         tools.close()
         if error is None:
-            error = self._submit(session, result)
+            error = self._submit(session, tools, result)
         episode = session.episode
         assert episode is not None
         episode.error = "; ".join([e for e in [error, *log.errors] if e]) or None
@@ -186,7 +211,7 @@ class ProgramPlayer:
         return episode
 
     @staticmethod
-    def _submit(session: EnvSession, result: Any) -> str | None:
+    def _submit(session: EnvSession, tools: EpisodeTools, result: Any) -> str | None:
         """Play a returned answer where the program did not answer itself; the error, if any."""
         if result is not None and not isinstance(result, str):
             kind = type(result).__name__
@@ -194,44 +219,91 @@ class ProgramPlayer:
         if session.done:
             return None
         if result is None:
+            if tools.refused is not None:
+                return f"the env refused the program's tools.answer call: {_first_sentence(tools.refused)}"
             return "the program returned no answer and did not call tools.answer"
         answer = next(t for t in session.tools if t.name == "answer")
-        session.call("answer", {answer.params[0].name: result})
-        return None
+        step = session.call("answer", {answer.params[0].name: result})
+        if step.terminated:
+            return None
+        said = tool_message(session.protocol, step.observation, step.terminated, step.truncated)
+        return f"the env refused the returned answer {result[:80]!r}: {_first_sentence(said)}"
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of what an env said (its observations go on with instructions).
+
+    >>> _first_sentence("My previous action is invalid: answer needs a non-empty 'answer'. To search, ...")
+    "My previous action is invalid: answer needs a non-empty 'answer'"
+    """
+    return text.strip().split(". ")[0][:300]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """An episode's limits: ``own_s`` seconds of the program's own time, the wall-clock time since
+    it started less ``waited_s()`` (the seconds its requests waited for the model), and ``wall_s``
+    seconds of wall-clock time in all."""
+
+    own_s: float
+    wall_s: float
+    waited_s: Callable[[], float] = lambda: 0.0
 
 
 def run_program(
-    program: Program, question: str, base_url: str, key: str, tools: EpisodeTools, time_limit_s: float
+    program: Program, question: str, base_url: str, key: str, tools: EpisodeTools, limits: Limits
 ) -> tuple[Any, str | None]:
     """Run one episode of ``program`` in a thread of its own; its result, or what went wrong (it
-    raised, or ran past ``time_limit_s``: an async program is cancelled, a sync one is left to
+    raised, or ran past one of its `Limits`: an async program is cancelled, a sync one is left to
     its daemon thread, its credentials and tools closed by the caller)."""
     outcome: dict[str, Any] = {}
+    over = threading.Event()
 
     def target() -> None:
         try:
-            credentials = {"base_url": base_url, "api_key": key, "max_retries": 0, "timeout": time_limit_s}
+            # the client waits as long as the episode may: a wait for the model is not the program's time
+            credentials = {"base_url": base_url, "api_key": key, "max_retries": 0, "timeout": limits.wall_s}
             if inspect.iscoroutinefunction(program):
-
-                async def run_async() -> Any:
-                    async with openai.AsyncOpenAI(**credentials) as client:
-                        return await asyncio.wait_for(program(question, client, tools), time_limit_s)
-
-                outcome["value"] = asyncio.run(run_async())
+                outcome["value"] = asyncio.run(_run_async(program, question, credentials, tools, over))
             else:
                 with openai.OpenAI(**credentials) as client:
                     outcome["value"] = program(question, client, tools)
-        except (asyncio.TimeoutError, TimeoutError):
-            outcome["error"] = f"the program ran past its time limit of {time_limit_s:g} s"
         except BaseException as error:  # the program's failure is the episode's, not the run's
             outcome["error"] = f"the program raised {type(error).__name__}: {error}"
 
     thread = threading.Thread(target=target, name=f"searchgym-program-{next(_numbers)}", daemon=True)
+    start = time.monotonic()
     thread.start()
-    thread.join(time_limit_s + 1.0)
-    if thread.is_alive():
-        return None, f"the program ran past its time limit of {time_limit_s:g} s"
-    return outcome.get("value"), outcome.get("error")
+    while True:
+        thread.join(POLL_S)
+        if not thread.is_alive():
+            return outcome.get("value"), outcome.get("error")
+        wall = time.monotonic() - start
+        waited = limits.waited_s()
+        if wall - waited > limits.own_s:
+            error = f"the program ran past its time limit of {limits.own_s:g} s of its own time"
+            break
+        if wall > limits.wall_s:
+            error = f"the episode ran past its wall-clock limit of {limits.wall_s:g} s"
+            break
+    over.set()
+    thread.join(1.0)  # an async program is cancelled; a sync one runs on in its daemon thread
+    return None, f"{error} (it waited {waited:.1f} s for the model in {wall:.1f} s)"
+
+
+async def _run_async(
+    program: Program, question: str, credentials: dict[str, Any], tools: EpisodeTools, over: threading.Event
+) -> Any:
+    """Run an async program until it returns, or cancel it once ``over`` is set."""
+    async with openai.AsyncOpenAI(**credentials) as client:
+        task = asyncio.ensure_future(program(question, client, tools))
+        while not task.done():
+            await asyncio.wait({task}, timeout=POLL_S)
+            if over.is_set() and not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
+                return None
+        return task.result()
 
 
 _numbers = itertools.count()

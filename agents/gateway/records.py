@@ -11,7 +11,10 @@ tokens it sampled (see `searchgym.agents.gateway.chat`), so a multi-turn program
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from searchgym.agents.policies.agent import Trajectory
@@ -30,14 +33,46 @@ class Call:
     temperature: float
 
 
+class WaitClock:
+    """The seconds in which at least one of an episode's requests waited for the model: its
+    periods of ``with waiting():``, overlapping ones counted once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        with self._lock:
+            if self._open == 0:
+                self._since = time.monotonic()
+            self._open += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._open -= 1
+                if self._open == 0:
+                    self._total += time.monotonic() - self._since
+
+    def seconds(self) -> float:
+        """The seconds waited so far, a wait still under way included."""
+        with self._lock:
+            return self._total + (time.monotonic() - self._since if self._open else 0.0)
+
+
 @dataclass
 class EpisodeLog:
-    """The calls one episode's credentials made, in the order they were sampled, and the errors
-    its requests met (a malformed request is refused and noted here)."""
+    """The calls one episode's credentials made, in the order they were sampled, the errors its
+    requests met (a malformed request is refused and noted here), and how long they waited for
+    the model (``waits``)."""
 
     name: str
     calls: list[Call] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    waits: WaitClock = field(default_factory=WaitClock)
 
 
 def token_streams(calls: Sequence[Call]) -> list[Trajectory]:

@@ -15,13 +15,18 @@ Sampling: ``max_tokens`` (capped at the episode's ``max_new_tokens``) and ``stop
 request; temperature and top-p are the episode's (the trainer's, whose loss must score the tokens
 at the temperature they were sampled at), unless the gateway is told to take them from requests
 (``searchgym gateway``). Generation is not incremental: a stream sends the completion once sampled.
-A malformed request is answered 400 in OpenAI's error format and noted in its episode's log.
+
+A malformed request is refused before it joins a batch (`checks`: 400 in OpenAI's error format,
+413 for a body over 16 MB, 415 for one not sent as JSON) and noted in its episode's log; a request
+the model still fails on is answered 500 alone, the others of its batch generated without it
+(`Batcher`). Served by `Gateway` itself, only requests for a loopback name are answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import threading
 import time
@@ -41,23 +46,33 @@ from searchgym.agents.gateway.batcher import Batcher
 from searchgym.agents.gateway.chat import (
     ChatPrompter,
     ChatTurn,
-    RequestError,
     check_messages,
     check_tools,
     normalize,
     reply_message,
     tools_key,
 )
+from searchgym.agents.gateway.checks import (
+    RequestError,
+    check_sampling,
+    check_unsupported,
+    read_json,
+    single_prompt,
+)
 from searchgym.agents.gateway.records import Call, EpisodeLog
 from searchgym.errors import ConfigError
 from searchgym.generation import Completion, SamplingParams
-from searchgym.retrievers.serving import ServerThread
+from searchgym.retrievers.serving import ServerThread, loopback_guard
 
-MAX_BODY_BYTES = 16 * 2**20
+log = logging.getLogger(__name__)
 
 
 class AuthError(Exception):
     """A request whose key names no open episode (HTTP 401)."""
+
+
+class GenerationError(Exception):
+    """The model failed on one request (HTTP 500; the other requests of its batch are answered)."""
 
 
 @dataclass
@@ -97,6 +112,10 @@ class Gateway:
         config = getattr(getattr(policy, "model", None), "config", None)
         self.context: int | None = getattr(config, "max_position_embeddings", None)
         """The most tokens the model reads (prompt and completion), where its config says."""
+        sizes = [len(policy.tokenizer), getattr(config, "vocab_size", None)]
+        self.vocab_size: int = min(n for n in sizes if n)
+        """Token ids a prompt may hold are below this: the model embeds them and the tokenizer
+        decodes them."""
         self._episodes: dict[str, _Episode] = {}
         self._lock = threading.Lock()
         self._record = record.open("a", encoding="utf-8") if record else None
@@ -126,6 +145,12 @@ class Gateway:
         with self._lock:
             return self._episodes.pop(key).log
 
+    def waited_s(self, key: str) -> float:
+        """Seconds so far in which a request of the episode of ``key`` waited for the model
+        (queued for a batch, or being generated), concurrent requests counted once."""
+        with self._lock:
+            return self._episodes[key].log.waits.seconds()
+
     def _all_waiting(self, n_waiting: int) -> bool:
         """Whether ``n_waiting`` requests are all that the open episodes can send now."""
         with self._lock:
@@ -145,7 +170,7 @@ class Gateway:
     # -- serving
 
     def __enter__(self) -> Gateway:
-        self._server = ServerThread(self.app).__enter__()
+        self._server = ServerThread(loopback_guard(self.app, "127.0.0.1")).__enter__()
         self.url = self._server.url
         return self
 
@@ -178,19 +203,22 @@ class Gateway:
         except AuthError as error:
             return _error(401, str(error), "authentication_error", code="invalid_api_key")
         try:
-            body = await _json_body(request)
+            body = await read_json(request)
             return await call(episode, body)
         except RequestError as error:
             episode.log.errors.append(f"{request.url.path}: {error}")
-            return _error(400, str(error), "invalid_request_error", param=error.param)
+            return _error(error.status, str(error), "invalid_request_error", param=error.param)
+        except GenerationError as error:
+            episode.log.errors.append(f"{request.url.path}: {error}")
+            return _error(500, str(error), "server_error")
 
     async def _chat_call(self, episode: _Episode, body: dict[str, Any]) -> Response:
         messages = check_messages(body.get("messages"))
         tools = None if body.get("tool_choice") == "none" else check_tools(body.get("tools"))
-        _check_unsupported(body)
+        check_unsupported(body)
         params = self._params(episode, body)
         prompt_ids = await run_in_threadpool(self.prompter.prompt, messages, tools, list(episode.chats))
-        completion = await self._sample(episode, prompt_ids, params)
+        completion = await self._sample(episode, prompt_ids, params, "messages")
         reply = reply_message(_before_stop(self._written(completion), params.stop), tools)
         episode.chats.append(
             ChatTurn(normalize(messages), tools_key(tools), normalize([reply])[0], prompt_ids, completion)
@@ -205,13 +233,13 @@ class Gateway:
         return _stream(self._chat_chunks(out, body))
 
     async def _text_call(self, episode: _Episode, body: dict[str, Any]) -> Response:
-        prompt = _single_prompt(body.get("prompt"))
-        _check_unsupported(body)
+        prompt = single_prompt(body.get("prompt"), self.vocab_size)
+        check_unsupported(body)
         if body.get("echo") or body.get("suffix"):
             raise RequestError("echo and suffix are not supported", "echo" if body.get("echo") else "suffix")
         params = self._params(episode, body)
         prompt_ids = await run_in_threadpool(self._text_prompt, episode, prompt)
-        completion = await self._sample(episode, prompt_ids, params)
+        completion = await self._sample(episode, prompt_ids, params, "prompt")
         written = self._written(completion)
         text = _before_stop(written, params.stop)
         if isinstance(prompt, str):
@@ -246,18 +274,26 @@ class Gateway:
                 return prompt_ids + completion.token_ids + self.prompter.format.encode(prompt[len(seen) :])
         return list(self.prompter.tokenizer(prompt)["input_ids"])
 
-    async def _sample(self, episode: _Episode, prompt_ids: list[int], params: SamplingParams) -> Completion:
+    async def _sample(
+        self, episode: _Episode, prompt_ids: list[int], params: SamplingParams, param: str
+    ) -> Completion:
         if not prompt_ids:
-            raise RequestError("the prompt is empty", "prompt")
+            raise RequestError("the prompt is empty", param)
         if self.context is not None:
             room = self.context - len(prompt_ids)
             if room < 1:
                 raise RequestError(
-                    f"the prompt has {len(prompt_ids)} tokens; the model reads at most {self.context}",
-                    "messages",
+                    f"the prompt has {len(prompt_ids)} tokens; the model reads at most {self.context}", param
                 )
             params = replace(params, max_new_tokens=min(params.max_new_tokens, room))
-        completion = await asyncio.wrap_future(self.batcher.submit(prompt_ids, params))
+        try:
+            with episode.log.waits.waiting():
+                completion = await asyncio.wrap_future(self.batcher.submit(prompt_ids, params))
+        except Exception as error:
+            log.warning("generation failed for a request of episode %s", episode.log.name, exc_info=error)
+            raise GenerationError(
+                f"the model failed on this request: {type(error).__name__}: {error}"
+            ) from None
         call = Call(
             prompt_ids,
             list(completion.token_ids),
@@ -288,6 +324,7 @@ class Gateway:
             "max_new_tokens": min(limit or base.max_new_tokens, base.max_new_tokens),
             "stop": tuple(stop),
         }
+        check_sampling(body, used=self.sampling_from_requests)
         if self.sampling_from_requests:
             values |= {k: body[k] for k in ("temperature", "top_p") if body.get(k) is not None}
         try:
@@ -370,46 +407,6 @@ def _before_stop(text: str, stop: tuple[str, ...]) -> str:
     """
     cuts = [text.find(s) for s in stop if s in text]
     return text[: min(cuts)] if cuts else text
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RequestError(f"the request body is over {MAX_BODY_BYTES} bytes")
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise RequestError("the request body is not JSON") from None
-    if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
-    return body
-
-
-def _check_unsupported(body: dict[str, Any]) -> None:
-    if body.get("n", 1) != 1:
-        raise RequestError("n must be 1: run one request per sample (each is recorded)", "n")
-    response_format = body.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type", "text") != "text":
-        raise RequestError("response_format must be text: the gateway samples free text", "response_format")
-    choice = body.get("tool_choice")
-    if choice not in (None, "auto", "none"):
-        raise RequestError(
-            "tool_choice must be auto or none: the model decides whether to call a tool", "tool_choice"
-        )
-
-
-def _single_prompt(prompt: Any) -> str | list[int]:
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]
-    if isinstance(prompt, str) and prompt:
-        return prompt
-    if (
-        isinstance(prompt, list)
-        and prompt
-        and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt)
-    ):
-        return list(prompt)
-    raise RequestError("prompt must be one non-empty string or list of token ids", "prompt")
 
 
 def _wants_usage(body: dict[str, Any]) -> bool:

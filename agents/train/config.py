@@ -108,8 +108,9 @@ class GRPOConfig:
     a gateway records token by token, and the env's tools (see docs/programs.md). Information
     gain, IGPO and guides read searchgym's own prompts, so they do not apply to a program."""
     program_time_limit_s: float = 300.0
-    """A program's episode still running after this long ends with an error: scored as the env
-    left it, trained on the calls it made."""
+    """A program's episode that takes this long of its own time (wall-clock time less its waits for
+    the model), or 10 times as long in wall-clock time, ends with an error: scored as the env left
+    it, trained on the calls it made."""
 
     # -- rewards (the env's components, plus information gain computed here)
     rewards: dict[str, Any] = field(default_factory=dict)

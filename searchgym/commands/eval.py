@@ -75,7 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--time-limit",
         type=float,
         default=300.0,
-        help="--program: seconds one episode may run before it ends with an error (default 300)",
+        help="--program: seconds of the program's own time one episode may take before it ends with an "
+        "error: wall-clock time less the time its requests wait for the model (queued for a shared "
+        "batch or being generated); 10 times as long in wall-clock time, waits included, ends it "
+        "anyway (default 300)",
     )
     p.add_argument("--n", type=int, default=100, help="number of tasks, sampled without replacement")
     p.add_argument("--seed", type=int, default=0)

@@ -8,9 +8,6 @@ from pathlib import Path
 
 from searchgym.commands.common import bounded_int
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "gateway",
@@ -51,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.agents.gateway.server import Gateway
     from searchgym.agents.registry import load_policy
     from searchgym.generation import SamplingParams
-    from searchgym.retrievers.serving import HostCheck, uvicorn_config
+    from searchgym.retrievers.serving import loopback_guard, uvicorn_config
 
     policy = load_policy(args.policy, args.model, args.seed)
     gateway = Gateway(
@@ -63,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         sampling_from_requests=True,
         record=args.record,
     )
-    app = HostCheck(gateway.app, [*LOOPBACK, "[::1]"]) if args.host in LOOPBACK else gateway.app
+    app = loopback_guard(gateway.app, args.host)
     url = f"http://{args.host}:{args.port}/v1"
     recording = f", recording to {args.record}" if args.record else ""
     print(f"serving {args.model} ({args.policy}) on {url}{recording}", flush=True)

@@ -1,6 +1,6 @@
 """`Batcher` puts the requests of many programs into one generation call: it waits while they keep
 coming (up to its window after the last), goes at once when every open episode is waiting, keeps
-different sampling apart, and hands a policy's failure to every request of the call."""
+different sampling apart, and where a call fails, fails only the requests the policy fails on alone."""
 
 import time
 
@@ -19,7 +19,7 @@ class Recorder:
         self.calls, self.fail = [], fail
 
     def generate(self, prompts, params):
-        if self.fail:
+        if self.fail or any(-1 in p for p in prompts):
             raise RuntimeError("the engine ran out of memory")
         self.calls.append([list(p) for p in prompts])
         return [Completion(str(len(p)), [len(p)], [0.0]) for p in prompts]
@@ -73,3 +73,14 @@ def test_a_failed_call_fails_each_of_its_requests():
         with pytest.raises(RuntimeError, match="out of memory"):
             future.result(timeout=10)
     batcher.close()
+
+
+def test_a_request_the_policy_fails_on_fails_alone_and_the_others_of_its_call_are_answered():
+    policy = Recorder()
+    batcher = Batcher(policy, window_s=10.0, ready=lambda n: n >= 3)
+    good, bad, other = (batcher.submit(p, SamplingParams()) for p in ([1, 2], [3, -1], [4]))
+    assert good.result(timeout=10).token_ids == [2] and other.result(timeout=10).token_ids == [1]
+    with pytest.raises(RuntimeError, match="out of memory"):
+        bad.result(timeout=10)
+    batcher.close()
+    assert policy.calls == [[[1, 2]], [[4]]]  # the shared call failed; each was tried alone

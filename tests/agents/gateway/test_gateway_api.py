@@ -176,9 +176,8 @@ def test_malformed_requests_are_refused_and_noted_in_the_episode(gateway, body, 
 
 def test_a_body_that_is_not_json_is_refused(gateway):
     key = gateway.open_episode("e")
-    response = httpx.post(
-        f"{gateway.url}/v1/chat/completions", content=b"{", headers={"Authorization": f"Bearer {key}"}
-    )
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    response = httpx.post(f"{gateway.url}/v1/chat/completions", content=b"{", headers=headers)
     assert response.status_code == 400 and "not JSON" in response.json()["error"]["message"]
 
 

@@ -1,8 +1,9 @@
 """Agent programs through `ProgramPlayer`: the env's tools, answers returned or submitted, async
-programs, and programs that fail, each ending its own episode with a recorded error while the
-others play on."""
+programs, programs that fail (each ending its own episode with a recorded error while the others
+play on), and time limits that count a program's own time, not its waits for the model."""
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -30,8 +31,21 @@ def envs(n=2):
     return [make(ENV, split="dev", n_passages=300, max_turns=3) for _ in range(n)]
 
 
-def play(tokenizer, programs, script=None, time_limit_s=30.0):
-    """One episode per program (given as a list, each on its own task), in order."""
+class SlowPolicy(ScriptedPolicy):
+    """A scripted policy whose every generation call takes ``delay_s``: a busy shared model."""
+
+    def __init__(self, tokenizer, script, delay_s):
+        super().__init__(tokenizer, script)
+        self.delay_s = delay_s
+
+    def generate(self, prompts, params):
+        time.sleep(self.delay_s)
+        return super().generate(prompts, params)
+
+
+def play(tokenizer, programs, script=None, time_limit_s=30.0, delay_s=0.0, **limits):
+    """One episode per program (given as a list, each on its own task), in order; each generation
+    call takes ``delay_s``."""
     env_list = envs()
     tasks = list(env_list[0].unwrapped.tasks[: len(programs)])
     by_question = {task.question: program for task, program in zip(tasks, programs)}
@@ -42,10 +56,11 @@ def play(tokenizer, programs, script=None, time_limit_s=30.0):
     async def dispatch_async(question, client, tools):
         return await by_question[question](question, client, tools)
 
-    policy = ScriptedPolicy(tokenizer, script or ["reply"] * 20)
+    policy = SlowPolicy(tokenizer, script or ["reply"] * 20, delay_s)
     with Gateway(policy, PARAMS) as gateway:
         is_async = asyncio.iscoroutinefunction(programs[0])
-        player = ProgramPlayer(dispatch_async if is_async else dispatch, gateway, time_limit_s=time_limit_s)
+        program = dispatch_async if is_async else dispatch
+        player = ProgramPlayer(program, gateway, time_limit_s=time_limit_s, **limits)
         return player.play(env_list, tasks, PARAMS, seed=0), tasks
 
 
@@ -143,7 +158,65 @@ def test_a_failing_program_ends_its_episode_with_the_error_and_the_others_play_o
 
 def test_an_async_program_past_its_time_limit_is_cancelled(tokenizer):
     (episode,), _ = play(tokenizer, [hangs_async], time_limit_s=1.0)
-    assert episode.error == "the program ran past its time limit of 1 s"
+    assert episode.error.startswith("the program ran past its time limit of 1 s of its own time")
+
+
+def asks_twice(question, client, tools):
+    ask(client)
+    return ask(client).choices[0].message.content
+
+
+async def asks_twice_async(question, client, tools):
+    for _ in range(2):
+        reply = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Q"}])
+    return reply.choices[0].message.content
+
+
+@pytest.mark.parametrize("program", [asks_twice, asks_twice_async])
+def test_waiting_for_a_busy_model_is_not_the_programs_time(tokenizer, program):
+    """Each call waits 1.5 s for the shared model: 3 s in all, past a 1 s limit that counts only
+    the program's own time."""
+    (episode,), _ = play(tokenizer, [program], time_limit_s=1.0, delay_s=1.5)
+    assert episode.error is None and episode.terminated
+
+
+def waits_then_sleeps(question, client, tools):
+    ask(client)
+    time.sleep(60)
+
+
+def test_a_program_that_sleeps_past_its_limit_is_timed_out_whatever_it_waited_for_the_model(tokenizer):
+    start = time.monotonic()
+    (episode,), _ = play(tokenizer, [waits_then_sleeps], time_limit_s=1.0, delay_s=1.5)
+    assert episode.error.startswith("the program ran past its time limit of 1 s of its own time")
+    waited = float(re.search(r"it waited ([0-9.]+) s for the model", episode.error).group(1))
+    assert waited >= 1.5 and time.monotonic() - start < 10
+
+
+def test_a_hung_generation_ends_the_episode_at_its_wall_clock_limit(tokenizer):
+    (episode,), _ = play(tokenizer, [asks_twice], time_limit_s=1.0, delay_s=3.0, wall_limit_s=2.0)
+    assert episode.error.startswith("the episode ran past its wall-clock limit of 2 s")
+
+
+def returns_an_empty_answer(question, client, tools):
+    return ""
+
+
+def answers_empty_then_returns_none(question, client, tools):
+    assert "invalid" in tools.answer(answer=" ")
+
+
+@pytest.mark.parametrize(
+    "program, error",
+    [
+        (returns_an_empty_answer, "the env refused the returned answer '': "),
+        (answers_empty_then_returns_none, "the env refused the program's tools.answer call: "),
+    ],
+)
+def test_an_answer_the_env_refuses_is_the_episodes_error_in_the_envs_words(tokenizer, program, error):
+    (episode,), _ = play(tokenizer, [program])
+    assert episode.error == error + "My previous action is invalid: answer needs a non-empty 'answer'"
+    assert episode.prediction is None and not episode.terminated
 
 
 def test_a_timed_out_programs_tools_are_closed(tokenizer):
