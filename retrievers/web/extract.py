@@ -6,11 +6,15 @@ over; a Western single-byte label on text that is valid non-ASCII UTF-8 reads as
 UTF-8, then for text dense in non-ASCII bytes the encoding `bs4.UnicodeDammit` detects, else
 windows-1252 (HTML's default for unlabelled pages, and what "latin-1" means on the web).
 
-Parsing is BeautifulSoup over lxml, which keeps a page's real nesting (100,000 nested ``<div>``
-stay 100,000 deep), so the tree is walked with an explicit stack, never by recursion. Time and
-memory are linear in the input, which is cut to ``max_bytes`` and ``max_tags`` start tags
-before parsing (the text then says so): the cost is per element, about 30 µs to parse and walk
-one on a laptop core, so the tag cap bounds a page at a few seconds whatever its shape.
+Parsing is BeautifulSoup over lxml, fed a few KB at a time; elements nested deeper than
+``MAX_DEPTH`` (512, where Chrome's parser stops nesting too) are closed between feeds, so what
+follows them becomes their siblings, text and links kept. libxml2 looks through every open
+element for each end tag that closes none of them, so without the cap a page of n open tags and
+n stray end tags cost n² (32,000 of each: 5 s). The tree is walked with an explicit stack, never
+by recursion. Time and memory are linear in the input, which is cut to ``max_bytes`` and
+``max_tags`` start tags before parsing (the text then says so): the cost is per element, about
+30 µs to parse and walk one on a laptop core, so the tag cap bounds a page at a few seconds
+whatever its shape.
 
 What is kept: the main content (``<main>``, ``role=main``, ``#content`` or a lone ``<article>``
 when there is one, else the body) without scripts, styles, forms, navigation, sidebars,
@@ -31,6 +35,7 @@ import re
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from bs4 import BeautifulSoup, NavigableString, Tag, UnicodeDammit
+from bs4.builder import LXMLTreeBuilder
 from bs4.element import Comment, Declaration, Doctype, ProcessingInstruction
 
 from searchgym.retrievers.web.page import FetchError, Link, Page, RawPage
@@ -38,6 +43,8 @@ from searchgym.retrievers.web.page import FetchError, Link, Page, RawPage
 DEFAULT_MAX_BYTES = 2_000_000
 DEFAULT_MAX_LINKS = 1000
 DEFAULT_MAX_TAGS = 100_000
+MAX_DEPTH = 512
+_FEED_CHARS = 4096  # between two looks at the depth, which can grow by a third of this
 MAX_TITLE_CHARS = 300
 MAX_LINK_TEXT_CHARS = 200
 MAX_URL_CHARS = 2000
@@ -103,7 +110,7 @@ def extract(
     text = _CONTROL.sub("", decode(body, raw.content_type))
     if mime in TEXT_TYPES:
         return Page(raw.url, _title_from_url(raw.url), _join([text.strip(), note]))
-    soup = BeautifulSoup(text, "lxml")
+    soup = BeautifulSoup(text, builder=_DepthCapped())
     marks = _landmarks(soup)
     title = _tag_text(marks.get("title")) or _tag_text(marks.get("h1")) or _title_from_url(raw.url)
     base = raw.url
@@ -118,6 +125,27 @@ def extract(
         walker = _Walker(base, urldefrag(raw.url)[0], max_links)
         walker.walk(whole)
     return Page(raw.url, title, _join([walker.text(), note]), tuple(walker.links))
+
+
+class _DepthCapped(LXMLTreeBuilder):
+    """bs4's lxml builder, feeding lxml the page in pieces that end before a ``<`` and closing
+    the elements past `MAX_DEPTH` between two pieces (see the module docstring)."""
+
+    def feed(self, markup: str) -> None:
+        self.parser = self.parser_for(self.soup.original_encoding)
+        stack = self.soup.tagStack  # bs4's open elements, the root first: lxml's, as they stand
+        start, stuck = 0, 0
+        while True:
+            end = markup.find("<", start + _FEED_CHARS)
+            end = len(markup) if end == -1 else end
+            self.parser.feed(markup[start:end])
+            start = end
+            if len(stack) > MAX_DEPTH and len(stack) != stuck:
+                self.parser.feed("".join(f"</{tag.name}>" for tag in reversed(stack[MAX_DEPTH:])))
+                stuck = len(stack)  # still deep: inside a comment, say; try again once it changes
+            if start >= len(markup):
+                break
+        self.parser.close()
 
 
 def decode(body: bytes, content_type: str = "") -> str:

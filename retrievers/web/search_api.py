@@ -28,7 +28,7 @@ import httpx
 from searchgym.errors import ConfigError
 from searchgym.retrievers.web.page import FetchError, SearchResult
 
-_TAG = re.compile(r"<[^>]*>")
+_TAG = re.compile(r"<[^<>]*>")  # not [^>]*: a run of "<" would make it n²
 MAX_RESPONSE_BYTES = 5_000_000
 """A search API answer larger than this is refused; real ones are tens of kilobytes."""
 _S = TypeVar("_S", bound="_APISearch")
