@@ -114,6 +114,45 @@ def save_checkpoint(
     return final
 
 
+def remove_unfinished_saves(run_dir: str | os.PathLike) -> list[Path]:
+    """Delete what saves killed midway left under ``RUN_DIR/checkpoints`` and return it: the
+    hidden temporary folder of a checkpoint never finished (``.tmp-step-*``, as large as a
+    checkpoint), and the copy of a step that was being saved again (``.old-step-*``), except
+    where that step's folder is missing: the copy is then its only one, and is put back. A
+    warning names what was removed and its size.
+
+    Call it where no save into ``run_dir`` can be under way, as `train` does at the start of a
+    run (fresh or resumed) once `claim_run_dir` holds the run directory: the lock keeps other
+    processes out, and within a process nothing saves concurrently, since `save_checkpoint`
+    runs to its end in the training loop, on the main process only. Any temporary folder found
+    then is a dead one. (`save_checkpoint` also deletes them once its own save is in place.)
+    """
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    removed = sorted(p for p in root.iterdir() if p.name.startswith((".tmp-step-", ".old-step-")))
+    for path in removed:
+        if path.name.startswith(".old-"):
+            _put_back(path, root)
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        shutil.rmtree(path, ignore_errors=True)
+        logger.warning(
+            "removed %s (%.1f MB), left by a checkpoint save that did not finish", path, size / 1e6
+        )
+    return removed
+
+
+def _put_back(old: Path, root: Path) -> None:
+    """Move the intact checkpoint in ``old`` (``.old-step-N-*/step-N``) back to ``root/step-N``
+    where that is missing: a save of step N moved it aside and was killed before its own
+    checkpoint took the place."""
+    for copy in old.iterdir():
+        final = root / copy.name
+        if _STEP_DIR.fullmatch(copy.name) and not final.exists() and _problem(copy) is None:
+            os.replace(copy, final)
+            logger.warning("put back %s, moved aside by a save of the same step that did not finish", final)
+
+
 def checkpoint_dir(run_dir: str | os.PathLike, step: int) -> Path:
     """Where the checkpoint of ``step`` lives (whether or not it exists)."""
     return Path(run_dir) / CHECKPOINTS / f"step-{step:06d}"

@@ -35,6 +35,7 @@ from searchgym.agents.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     load_weights,
+    remove_unfinished_saves,
     save_checkpoint,
 )
 from searchgym.agents.train.config import GRPOConfig
@@ -75,6 +76,8 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
         cpu=not torch.cuda.is_available(), mixed_precision="bf16" if _use_bf16(cfg) else "no"
     )
     main = accelerator.is_main_process
+    if main:  # the run directory is ours and nothing saves yet: a temporary save found is a dead one
+        remove_unfinished_saves(run_dir)
     checkpoint = latest_checkpoint(run_dir) if cfg.resume else None  # it warns of each newer one it skips
     if cfg.resume and checkpoint is None:
         raise ConfigError(

@@ -327,3 +327,54 @@ def test_cuda_random_state_is_restored(tmp_path):
     torch.rand(5, device="cuda")
     load_checkpoint(path, model=model, optimizer=optimizer)
     assert torch.equal(torch.rand(3, device="cuda"), expected)
+
+
+def test_unfinished_saves_are_removed_and_a_moved_aside_step_is_put_back(tmp_path, caplog):
+    model, optimizer, _ = make_run()
+    save_checkpoint(tmp_path, 2, model=model, optimizer=optimizer, data_state={})
+    four = save_checkpoint(tmp_path, 4, model=model, optimizer=optimizer, data_state={})
+    root = tmp_path / "checkpoints"
+    killed = root / ".tmp-step-000006-ab12cd34"  # killed while writing step 6
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes(b"\0" * 3_000_000)
+    aside = root / ".old-step-000004-ef56gh78"  # killed between the two renames of a second save of step 4
+    aside.mkdir()
+    four.rename(aside / four.name)
+    replaced = root / ".old-step-000002-0a1b2c3d"  # killed after step 2's new copy took its place
+    (replaced / "step-000002").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING):
+        removed = ckpt.remove_unfinished_saves(tmp_path)
+    assert removed == [replaced, aside, killed]
+    assert sorted(p.name for p in root.iterdir()) == ["step-000002", "step-000004"]
+    assert latest_checkpoint(tmp_path) == four
+    assert f"removed {killed} (3.0 MB), left by a checkpoint save that did not finish" in caplog.text
+    assert f"put back {four}" in caplog.text
+    assert ckpt.remove_unfinished_saves(tmp_path / "no-run") == []
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_fresh_or_resumed_run_removes_a_killed_save_before_its_model_loads(
+    tmp_path, monkeypatch, caplog, resume
+):
+    from train_config import tiny_config
+
+    from searchgym.agents.train import grpo
+
+    if resume:
+        model, optimizer, _ = make_run()
+        save_checkpoint(tmp_path, 1, model=model, optimizer=optimizer, data_state={})
+    killed = tmp_path / "checkpoints" / ".tmp-step-000000-x9y8z7w6"  # a 500 MB folder in real runs
+    killed.mkdir(parents=True)
+    (killed / "model.safetensors").write_bytes(b"half")
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        assert not killed.exists()  # removed before the model loads: nothing saves yet
+        raise Stop
+
+    monkeypatch.setattr(grpo, "load_policies", stop)
+    with caplog.at_level(logging.WARNING), pytest.raises(Stop):
+        grpo.train(tiny_config("smollm2-135m-instruct", tmp_path, resume=resume))
+    assert f"removed {killed}" in caplog.text
