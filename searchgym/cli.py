@@ -12,7 +12,7 @@ import warnings
 from typing import Any, NoReturn
 
 from searchgym.errors import SearchGymError
-from searchgym.registry import PluginWarning, describe_exception, load_plugins
+from searchgym.registry import PluginWarning, import_modules
 
 COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "serve_env", "gateway", "plot", "view")
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
@@ -55,45 +55,9 @@ def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
 
 
 def import_user_modules(names: list[str]) -> None:
-    """Import ``names`` (after the installed plug-ins), so that what they register can be named.
-    A name that is not a module name, a module that is not there, or one that fails while it is
-    imported (an exception, ``sys.exit``) is a `SearchGymError` naming it."""
-    load_plugins()
-    if names and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does
-    for name in names:
-        check_module_name(name)
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name not in (name, name.split(".")[0]):  # the module failed to import something
-                raise SearchGymError(f"--import {name}: importing it raised {describe_exception(e)}") from e
-            hint = f" (to import {name}, write --import {name[:-3]})" if name.endswith(".py") else ""
-            raise SearchGymError(
-                f"--import {name}: no module {e.name!r} in the current directory or on PYTHONPATH{hint}"
-            ) from e
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # a user's module that raises or calls sys.exit while imported
-            raise SearchGymError(f"--import {name}: importing it raised {describe_exception(e)}") from e
-
-
-def check_module_name(name: str) -> None:
-    """`SearchGymError` unless ``name`` is a module name as ``import`` takes it (not a file path).
-
-    >>> check_module_name("my_lab.envs")
-    >>> check_module_name("envs/my_lab.py")
-    Traceback (most recent call last):
-    ...
-    searchgym.errors.SearchGymError: --import envs/my_lab.py: not a module name; name it as Python \
-imports it (my_lab, or my_pkg.envs), from the directory that holds it or with that directory on PYTHONPATH
-    """
-    if all(part.isidentifier() for part in name.split(".")):
-        return
-    raise SearchGymError(
-        f"--import {name}: not a module name; name it as Python imports it (my_lab, or my_pkg.envs), "
-        "from the directory that holds it or with that directory on PYTHONPATH"
-    )
+    """Import ``names`` (after the installed plug-ins), so that what they register can be named;
+    a bad name or module is an error naming ``--import`` (`searchgym.registry.import_modules`)."""
+    import_modules(names, key="--import")
 
 
 def main(argv: list[str] | None = None) -> int:

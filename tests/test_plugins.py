@@ -125,6 +125,22 @@ def test_an_agent_named_module_attr_and_an_env_from_import(site, tmp_path):
     assert missing.returncode == 2 and "--import mylabb: no module 'mylabb'" in missing.stderr
 
 
+def test_python_lists_a_plugins_env_and_an_unknown_id_says_how_to_register_one(site, tmp_path):
+    """searchgym.list_ids, in a process that never ran a command, loads the plug-ins first; an
+    id nothing registers names --import and the entry-point group."""
+    command = [sys.executable, "-c", "import searchgym; print(searchgym.list_ids(None))"]
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    listed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert "'plugdemo/History-v0'" in listed.stdout, listed.stderr
+    result = run(["eval", "--env", "plugdemo/Histry-v0", "--n", "1", "--no-progress"], site, tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith(
+        "searchgym: error: no environment 'plugdemo/Histry-v0' is registered. Did you mean "
+        "'plugdemo/History-v0'? `searchgym list` shows them all; an env of your own is registered by "
+        "importing its module first (--import MODULE) or by installing its package with an entry point "
+        "in the 'searchgym.plugins' group (docs/plug-in.md)"
+    )
+
+
 BROKEN_PLUGINS = {
     "sg_plugin_exits:register": "import sys\n\ndef register():\n    sys.exit(3)\n",
     "sg_plugin_import_fails": "raise RuntimeError('half installed')\n",

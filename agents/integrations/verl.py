@@ -22,7 +22,11 @@ agent-loop and tool configs that name this module with the env's id and options.
 or SGLang).
 
 Rows choose the loop by ``agent_name``. The env options live in the agent-loop config (one env per
-loop), the task in each row, so one dataset can drive any env over the same corpus.
+loop), the task in each row, so one dataset can drive any env over the same corpus. An env of your
+own needs no edit here: an installed package registers it through the ``searchgym.plugins`` entry
+points, and a module of yours that registers it when imported is named by ``imports`` in the
+agent-loop and tool configs (``prepare_verl_data(..., imports=["mylab"])`` writes it), which verl's
+workers import before they make the env.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from searchgym.agents.integrations.session import (
     tool_message,
 )
 from searchgym.errors import ConfigError, import_optional
+from searchgym.registry import use_env
 from searchgym.tasks.task import Task
 
 # verl is an optional extra: importing this module without it names the extra to install.
@@ -56,20 +61,22 @@ DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 
 @_agent_loop.register(AGENT_NAME)
 class SearchgymAgentLoop(_agent_loop.AgentLoopBase):
-    """verl's agent loop over a searchgym env (see the module docstring). ``env_id`` and
-    ``env_kwargs`` come from the agent-loop config (`prepare_verl_data` writes it); verl hands
-    the rest."""
+    """verl's agent loop over a searchgym env (see the module docstring). ``env_id``,
+    ``env_kwargs`` and ``imports`` (modules of yours that register the env) come from the
+    agent-loop config (`prepare_verl_data` writes it); verl hands the rest."""
 
     def __init__(
         self,
         *args: Any,
         env_id: str = DEFAULT_ENV,
         env_kwargs: Mapping[str, Any] | None = None,
+        imports: Sequence[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.pop("tools", None)  # verl's tools: this loop steps the env itself
         super().__init__(*args, **kwargs)
         self.env_id, self.env_kwargs = env_id, _plain(env_kwargs or {})
+        use_env(env_id, _plain(imports), key="the agent-loop config's imports")
         EnvSession(self.env_id, **self.env_kwargs).close()  # a bad id or option fails here, once
         self.response_length = self.rollout_config.response_length
 
@@ -125,18 +132,22 @@ class SearchgymAgentLoop(_agent_loop.AgentLoopBase):
 
 class SearchgymTool(_base_tool.BaseTool):
     """One of a searchgym env's tools as a verl ``BaseTool``. Its config (the tool config's
-    ``config``) takes ``tool`` (``search`` or ``answer``), ``env_id`` and ``env_kwargs``; the
-    schema defaults to the env's own. A trajectory's tools share one env: in verl's ``tool_agent``
-    loop it lives on the trajectory (``agent_data``), else from ``create`` to ``release`` of one
-    instance. ``create_kwargs`` (a row's ``tools_kwargs``) give the ``task`` (JSON) and ``seed``."""
+    ``config``) takes ``tool`` (``search`` or ``answer``), ``env_id``, ``env_kwargs`` and
+    ``imports`` (modules of yours that register the env); the schema defaults to the env's own.
+    A trajectory's tools share one env: in verl's ``tool_agent`` loop it lives on the trajectory
+    (``agent_data``), else from ``create`` to ``release`` of one instance. ``create_kwargs`` (a
+    row's ``tools_kwargs``) give the ``task`` (JSON) and ``seed``."""
 
     _sessions: dict[str, EnvSession] = {}  # by instance id, for callers without agent_data
 
     def __init__(self, config: dict, tool_schema: Any = None) -> None:
         config = {"type": "native", "tool": "search", "env_id": DEFAULT_ENV, "env_kwargs": {}, **config}
-        unknown = sorted(set(config) - {"type", "tool", "env_id", "env_kwargs"})
+        unknown = sorted(set(config) - {"type", "tool", "env_id", "env_kwargs", "imports"})
         if unknown:
-            raise ConfigError(f"SearchgymTool's config takes tool, env_id and env_kwargs, got {unknown}")
+            raise ConfigError(
+                f"SearchgymTool's config takes tool, env_id, env_kwargs and imports, got {unknown}"
+            )
+        use_env(config["env_id"], _plain(config.get("imports")), key="the tool config's imports")
         probe = EnvSession(config["env_id"], **_plain(config["env_kwargs"]))
         tools = {t.name: t for t in probe.tools}
         probe.close()
@@ -241,14 +252,23 @@ def verl_rows(
 
 
 def prepare_verl_data(
-    out: str | os.PathLike, env: str = DEFAULT_ENV, *, seed: int = 0, **env_kwargs: Any
+    out: str | os.PathLike,
+    env: str = DEFAULT_ENV,
+    *,
+    seed: int = 0,
+    imports: Sequence[str] = (),
+    **env_kwargs: Any,
 ) -> dict[str, Path]:
     """Write what verl's trainer reads for ``env`` (made with ``env_kwargs``) into ``out``:
     ``train.parquet`` and ``dev.parquet`` (`verl_rows` of the env's train and dev tasks),
     ``agent_loops.yaml`` (``rollout.agent.agent_loop_config_path``) and ``tools.yaml``
-    (``rollout.multi_turn.tool_config_path``, for the ``tool_agent`` loop). Returns the paths."""
+    (``rollout.multi_turn.tool_config_path``, for the ``tool_agent`` loop). Returns the paths.
+    ``imports`` are modules of yours that register ``env`` when imported: imported here, and
+    written into both configs, so that verl's workers import them too."""
     from datasets import Dataset  # a dependency of verl and trl; slow to import
 
+    imports = [imports] if isinstance(imports, str) else list(imports)
+    use_env(env, imports, key="prepare_verl_data's imports")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     options = {k: v for k, v in env_kwargs.items() if k != "split"}
@@ -261,6 +281,7 @@ def prepare_verl_data(
         "_target_": f"{__name__}.SearchgymAgentLoop",
         "env_id": env,
         "env_kwargs": options,
+        **({"imports": imports} if imports else {}),
     }
     paths["agent_loops"] = out / "agent_loops.yaml"
     paths["agent_loops"].write_text(json.dumps([loop], indent=2) + "\n")  # JSON is YAML
@@ -268,7 +289,13 @@ def prepare_verl_data(
     tools = [
         {
             "class_name": f"{__name__}.SearchgymTool",
-            "config": {"type": "native", "tool": tool.name, "env_id": env, "env_kwargs": options},
+            "config": {
+                "type": "native",
+                "tool": tool.name,
+                "env_id": env,
+                "env_kwargs": options,
+                **({"imports": imports} if imports else {}),
+            },
         }
         for tool in probe.tools
     ]

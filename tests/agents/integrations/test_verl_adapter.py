@@ -14,6 +14,7 @@ from statistics import fmean
 
 import pytest
 from side_venvs import run_in
+from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV, write_module
 
 from searchgym.agents import make_agent, run_episodes, summarize
 from searchgym.agents.rollout import sample_tasks
@@ -104,7 +105,7 @@ def test_the_docs_page_runs(report):
 def test_configuration_errors_say_how_to_fix_them(report):
     errors = report["errors"]
     assert re.search(r"has no tool 'open'; its tools are \['answer', 'search'\]", errors["tool_name"])
-    assert re.search(r"takes tool, env_id and env_kwargs, got \['top_k'\]", errors["tool_key"])
+    assert re.search(r"takes tool, env_id, env_kwargs and imports, got \['top_k'\]", errors["tool_key"])
     assert re.search(r"needs extra_info.task \(JSON\) or extra_info.task_id; .*verl_rows\(\)", errors["row"])
 
 
@@ -122,3 +123,31 @@ def test_the_modules_docstring_examples_run_where_verl_is(report):
 
 def test_searchgym_does_not_import_verl(report):
     assert report["searchgym_imports_verl"] == "False"
+
+
+def test_verls_configs_name_a_users_own_envs(user_site, tiny_llama_dir, tmp_path):
+    """prepare_verl_data writes the configs of a plug-in package's env (named by id alone) and of a
+    plain module's env (``imports``, written into both configs); in fresh worker processes verl makes
+    the agent loop or the tools from them, each first (the one that imports the module), and the
+    oracle plays an episode of each env through both."""
+    write_module(tmp_path)
+    prepared = run_in("verl", SIDE, "user-prepare", str(user_site), str(tmp_path))
+    plugin_loop, module_loop = (loops[0] for loops in prepared["loops"])
+    assert plugin_loop["env_id"] == PLUGIN_ENV and "imports" not in plugin_loop
+    assert module_loop["env_id"] == IMPORTED_ENV and module_loop["imports"] == [IMPORTED_MODULE]
+    assert all(t["config"]["imports"] == [IMPORTED_MODULE] for t in prepared["tools"][1]["tools"])
+    assert prepared["unknown"].startswith("no environment 'mylab/Nope-v0' is registered. Did you mean")
+    assert prepared["unknown"].endswith(
+        "(prepare_verl_data's imports: [MODULE]) or by installing its package with an entry point in the "
+        "'searchgym.plugins' group (docs/plug-in.md)"
+    )
+    assert prepared["missing"] == (
+        "prepare_verl_data's imports mylab_nope: no module 'mylab_nope' in the current directory or on "
+        "PYTHONPATH"
+    )
+    for first in ("loop", "tools"):
+        played = run_in("verl", SIDE, "user-play", str(user_site), str(tmp_path), str(tiny_llama_dir), first)
+        assert list(played)[:2] == [f"plugin/{first}", f"plugin/{'tools' if first == 'loop' else 'loop'}"]
+        for name, env_id in (("plugin", PLUGIN_ENV), ("module", IMPORTED_ENV)):
+            for way in ("loop", "tools"):
+                assert played[f"{name}/{way}"] == {"env_id": env_id, "em": 1.0, "searches": 1.0}

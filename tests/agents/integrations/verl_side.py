@@ -39,7 +39,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from searchgym.agents.integrations import verl as verl_module
-from searchgym.agents.integrations.session import EnvSession
+from searchgym.agents.integrations.session import EnvSession, episode_figures
 from searchgym.agents.integrations.verl import (
     AGENT_NAME,
     SearchgymTool,
@@ -297,5 +297,79 @@ def main(tiny: str, work: str) -> None:
     print(json.dumps(report))
 
 
+def user_prepare(site: str, work: str) -> None:
+    """A user's process, in ``work`` with ``site`` (where the plug-in package ``searchgym-mylab``
+    is installed) on its path: `prepare_verl_data` for the plug-in's env, named by id alone, and
+    for the env of ``work``'s ``mylab_turing.py``, named with ``imports``; then the errors of an id
+    nothing registers and of a module that is not there. Prints what the configs hold."""
+    from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV
+
+    sys.path.insert(0, site)
+    os.chdir(work)
+    plugin = prepare_verl_data("plugin", PLUGIN_ENV, protocol="tags")
+    module = prepare_verl_data("module", IMPORTED_ENV, imports=[IMPORTED_MODULE], protocol="tags")
+    report = {
+        "loops": [json.loads(paths["agent_loops"].read_text()) for paths in (plugin, module)],
+        "tools": [json.loads(paths["tools"].read_text()) for paths in (plugin, module)],
+    }
+    for name, call in {
+        "unknown": lambda: prepare_verl_data("x", "mylab/Nope-v0"),
+        "missing": lambda: prepare_verl_data("x", IMPORTED_ENV, imports=["mylab_nope"]),
+    }.items():
+        try:
+            call()
+        except ConfigError as e:
+            report[name] = str(e)
+    print(json.dumps(report))
+
+
+def user_play(site: str, work: str, tiny: str, first: str) -> None:
+    """A fresh worker's process (``site`` and ``work`` on its path, as PYTHONPATH puts them on Ray
+    workers' paths, but not in ``work``; nothing of the user's imported): verl makes the agent loop
+    (``first == "loop"``) or the tools (``"tools"``) from the configs `user_prepare` wrote, for the
+    plug-in's env and then the module's, before anything else has imported the module; each plays
+    the oracle on the env's first dev task, then the other way does too. Prints the episodes'
+    figures."""
+    from transformers import AutoTokenizer
+    from verl.tools.tool_registry import initialize_tools_from_config
+    from verl_side_parity import ScriptedServer, play_tools
+
+    from searchgym.agents import make_agent
+
+    sys.path[:0] = [site, work]
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    report = {}
+
+    async def play(way: str, config, data: dict, item: dict) -> dict:
+        """One episode of the oracle through the loop or the tools, made from the configs."""
+        if way == "loop":
+            made = instantiate(config, tokenizer, ScriptedServer(tokenizer))
+        else:
+            made = {tool.name: tool for tool in initialize_tools_from_config(data["tools"])}
+        row = Dataset.from_parquet(data["dev"])[0]
+        env_id = row["data_source"]  # registered now, by whichever was made
+        info = {**EnvSession(env_id).reset()[1], "task": json.loads(row["extra_info"]["task"])}
+        if way == "tools":
+            episode, _ = await play_tools(made, make_agent("oracle"), info, row)
+            return {"env_id": env_id, **{k: episode_figures(episode)[k] for k in ("em", "searches")}}
+        made.server_manager.start(make_agent("oracle"), info, row["prompt"][0]["content"])
+        out = await made.run({"temperature": 1.0, "logprobs": False}, **loop_kwargs(item))
+        return {"env_id": env_id, **{k: out.extra_fields["reward_extra_info"][k] for k in ("em", "searches")}}
+
+    for name in ("plugin", "module"):
+        files = {"dev": "dev.parquet", "agent_loops": "agent_loops.yaml", "tools": "tools.yaml"}
+        data = {key: str(Path(work, name, file)) for key, file in files.items()}
+        config = trainer_config(Path(tiny), {**data, "train": data["dev"]}, response_length=512)
+        for entry in OmegaConf.load(data["agent_loops"]):
+            _agent_loop_registry[entry.name] = entry
+        dataset = RLHFDataset(
+            data_files=[data["dev"]], tokenizer=tokenizer, config=config.data, processor=None
+        )
+        for way in ("loop", "tools") if first == "loop" else ("tools", "loop"):
+            report[f"{name}/{way}"] = asyncio.run(play(way, config, data, dataset[0]))
+    print(json.dumps(report))
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    modes = {"user-prepare": user_prepare, "user-play": user_play}
+    modes[sys.argv[1]](*sys.argv[2:]) if sys.argv[1] in modes else main(*sys.argv[1:])
