@@ -15,7 +15,7 @@ from searchgym.agents.policies.base import (
 )
 from searchgym.agents.policies.models import DEFAULT_MODEL, hub_progress, model_hint, resolve_model
 from searchgym.errors import DataNotFoundError
-from searchgym.hub import load_locally
+from searchgym.hub import load_locally, why_not_loaded
 
 
 class _SampledLogprobs:
@@ -102,7 +102,9 @@ class HFPolicy(TokenizedPolicy):
                 self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
                 self.model = self.model.to(self.device).eval()
         except OSError as e:
-            raise DataNotFoundError(f"cannot load model {model!r} ({e}); {model_hint(model)}") from e
+            raise DataNotFoundError(
+                f"cannot load model {model!r} ({why_not_loaded(path, e)}); {model_hint(model)}"
+            ) from e
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"

