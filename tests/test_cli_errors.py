@@ -113,7 +113,10 @@ CASES: list[tuple[list[str], str]] = [
     (["serve-env", "nope/X-v0"], "no environment 'nope/X-v0' is registered"),
     (["serve-env", "-E", "protocol=xml"], "unknown action protocol 'xml'. Known: tags, tool_calls"),
     (["serve-env", "--allowed-hosts", "a:80"], "--allowed-hosts: expected host names"),
-    (["serve-env", "--allowed-origins", "evil.example"], "--allowed-origins: expected origins such as https://"),
+    (
+        ["serve-env", "--allowed-origins", "evil.example"],
+        "--allowed-origins: expected origins such as https://",
+    ),
     (
         ["index", "build", "--corpus", "{d}/good.jsonl", "--kind", "faiss", "--out", "{d}/o"],
         "unknown retriever kind .faiss.. Known: bm25",

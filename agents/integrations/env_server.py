@@ -42,7 +42,6 @@ from searchgym.agents.integrations.guards import (
     AccessCheck,
     MessageCheck,
     Socket,
-    is_loopback_name,
 )
 from searchgym.agents.integrations.limits import (
     DEFAULT_IDLE_TIMEOUT_S,
@@ -60,6 +59,7 @@ from searchgym.agents.integrations.openenv_env import (
 )
 from searchgym.agents.integrations.session import EnvSession
 from searchgym.errors import ConfigError
+from searchgym.retrievers.serving import is_loopback
 
 IDLE_CLOSE_CODE = 4000
 """The close code of a WebSocket whose session was idle for longer than the server's timeout."""
@@ -89,7 +89,7 @@ def create_env_app(
     if max_message_bytes < 1024:
         raise ConfigError(f"max_message_bytes must be at least 1024, got {max_message_bytes}")
     if allowed_hosts is None:
-        allowed_hosts = [] if is_loopback_name(host) else ["*"]
+        allowed_hosts = [] if is_loopback(host) else ["*"]
     probe = EnvSession(env_id, **env_kwargs)
     env_server = _EnvServer(
         functools.partial(SearchgymEnvironment, env_id, env_kwargs, reveal_answers=reveal_answers),

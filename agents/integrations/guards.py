@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import ipaddress
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -34,7 +33,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from searchgym.retrievers.serving import host_name
+from searchgym.retrievers.serving import host_name, is_loopback
 
 MAX_DEPTH = 64
 """The deepest nesting of arrays and objects a message may have."""
@@ -42,21 +41,6 @@ MESSAGE_TYPES = ("reset", "step", "state", "close")
 """The WebSocket messages a client sends."""
 CURRENT_SOCKET: contextvars.ContextVar[Socket | None] = contextvars.ContextVar("socket", default=None)
 """The WebSocket whose session the current task serves (set by `MessageCheck`)."""
-
-
-def is_loopback_name(name: str) -> bool:
-    """Whether a host name (of a Host or Origin header, or an address to bind) is this machine's:
-    ``localhost`` or any loopback address.
-
-    >>> [is_loopback_name(n) for n in ("localhost", "127.0.0.2", "[::1]", "0.0.0.0", "evil.example")]
-    [True, True, True, False, False]
-    """
-    if name.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class AccessCheck:
@@ -73,7 +57,7 @@ class AccessCheck:
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
         host, origin = host_name(headers.get("host", "")), headers.get("origin")
-        if not (is_loopback_name(host) or "*" in self.hosts or host in self.hosts):
+        if not (is_loopback(host) or "*" in self.hosts or host in self.hosts):
             name = host[:100] or "NAME"
             detail = (
                 f"this server answers requests for loopback names{self._listed(self.hosts)}, not "
@@ -93,7 +77,7 @@ class AccessCheck:
         if "*" in self.origins or origin.rstrip("/").lower() in self.origins:
             return True
         parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and is_loopback_name(parts.hostname or "")
+        return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
 
     @staticmethod
     def _listed(names: set[str]) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from searchgym.commands.common import bounded_int
 
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "gateway",

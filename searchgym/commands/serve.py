@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import re
 from pathlib import Path
 
 from searchgym.commands.common import bounded_float, bounded_int
 from searchgym.retrievers.index import load_index
 from searchgym.retrievers.server import Limits, create_app, uvicorn_config
+from searchgym.retrievers.serving import is_loopback
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -85,18 +85,6 @@ def host_names(text: str) -> list[str]:
     if not all(re.fullmatch(r"\*|\[[0-9A-Fa-f:.]+\]|[\w.-]+", name) for name in names):
         raise argparse.ArgumentTypeError(f"expected host names separated by commas (no ports), got {text!r}")
     return names
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` serves only this machine.
-
-    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def run(args: argparse.Namespace) -> int:
