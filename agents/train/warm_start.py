@@ -73,7 +73,12 @@ class _Recorded:
 
     def act(self, observation: str) -> str:
         self.dictation.text = self.script.act(observation)
-        return self.agent.act(observation)
+        action = self.agent.act(observation)
+        if getattr(self.script, "untrained", False):  # a scripted mistake (`RecoveringOracleAgent`)
+            trajectory = self.agent.trajectory
+            start, end = trajectory.turn_starts[-1], trajectory.turn_ends[-1]
+            trajectory.mask[start:end] = [0] * (end - start)
+        return action
 
 
 def oracle_trajectories(
