@@ -224,7 +224,7 @@ def test_the_docs_eval_command_runs_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(argv[1:]) == 0
     out = capsys.readouterr().out
-    assert f"{ENV_ID}  31 tasks" in out
+    assert out.startswith(f"{ENV_ID}\ntasks: 31 of the 31 of fanoutqa/dev; hops 1 ×31  seed 0\n")
     rows = {cells[0]: cells for cells in map(str.split, out.splitlines()) if cells[1:2] == ["all"]}
     assert rows.keys() == {"oracle", "heuristic"} and rows["oracle"][3] == "1.000"
 
