@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 from collections import Counter, defaultdict
@@ -314,6 +315,8 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
 _ERROR_FIXES = (
     ("ran past its time limit", "give each episode more time: eval --time-limit SECONDS, or the config key "
      "program_time_limit_s in train"),
+    ("ran past its wall-clock limit", "the episode took 10 times its time limit, waits included (a loaded "
+     "machine, or a hung generation): raise --time-limit (program_time_limit_s in train)"),
     ("the program raised", "fix the program: each episode's error holds the exception (searchgym view the "
      "run, or read the episodes' JSONL)"),
     ("returned no answer", "make the program return its answer text, or call tools.answer before it returns"),
@@ -321,23 +324,28 @@ _ERROR_FIXES = (
 )  # fmt: skip
 
 
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
 def error_warning(errors: Sequence[str | None]) -> str | None:
     """A one-line warning when episodes ended with an error (one ``Episode.error`` per episode,
     None for none): how many, the most common error and how to fix it; None if none did, so
     that an evaluation whose episodes all failed never reads as a plain score of zero.
 
-    >>> line = error_warning([None, "the program ran past its time limit of 300 s"] * 2)
+    >>> line = error_warning([None, "the program raised KeyError: 3", "the program raised KeyError: 7"])
     >>> line.split("; ")[0]
-    'warning: 2 of 4 episodes ended with an error, scored as the env left them'
+    'warning: 2 of 3 episodes ended with an error, scored as the env left them'
     >>> line.split("; ")[1].split(" -> ")[0]
-    'most common (2): the program ran past its time limit of 300 s'
+    'most common (2): the program raised KeyError: 3'
     >>> error_warning([None, None]) is None
     True
     """
     failed = [e for e in errors if e is not None]
     if not failed:
         return None
-    common, count = Counter(failed).most_common(1)[0]
+    kinds = Counter(_NUMBER_RE.sub("N", e) for e in failed)  # "waited 3.2 s" and "waited 4 s" alike
+    kind, count = kinds.most_common(1)[0]
+    common = next(e for e in failed if _NUMBER_RE.sub("N", e) == kind)
     fix = next((fix for cue, fix in _ERROR_FIXES if cue in common), "see each episode's error in the run")
     return (
         f"warning: {len(failed)} of {len(errors)} episodes ended with an error, scored as the env left them; "
