@@ -18,14 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", type=Path, required=True, help="directory of a saved index")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     p.add_argument("--port", type=bounded_int(0, 65535), default=8000, help="0 to 65535 (0: any free port)")
-    p.add_argument(
-        "--allowed-hosts",
-        type=host_names,
-        default=None,
-        metavar="NAME,...",
-        help="Host header names answered besides loopback ones ('*': any; the default when --host "
-        "is not a loopback address); guards a loopback server against DNS rebinding",
-    )
+    add_allowed_hosts(p)
     p.add_argument("--topk", type=bounded_int(1), default=3, help="k when a request gives none")
     p.add_argument(
         "--max-batch", type=bounded_int(1, 100_000), default=64, help="most queries per batched search"
@@ -73,6 +66,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds a client has to send a request's headers, and again its body (408)",
     )
     p.set_defaults(run=run)
+
+
+def add_allowed_hosts(p: argparse.ArgumentParser) -> None:
+    """``--allowed-hosts``, as `serve` and `serve-env` take it."""
+    p.add_argument(
+        "--allowed-hosts",
+        type=host_names,
+        default=None,
+        metavar="NAME,...",
+        help="Host header names answered besides loopback ones ('*': any; the default when --host "
+        "is not a loopback address); guards a loopback server against DNS rebinding",
+    )
 
 
 def host_names(text: str) -> list[str]:

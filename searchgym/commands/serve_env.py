@@ -11,7 +11,7 @@ from searchgym.agents.integrations.limits import (
     DEFAULT_MAX_SESSIONS,
 )
 from searchgym.commands.common import add_env_args, bounded_int
-from searchgym.commands.serve import host_names
+from searchgym.commands.serve import add_allowed_hosts
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 
@@ -27,14 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_env_args(p, "keyword argument for the env, value read as YAML (e.g. -E split=test -E protocol=tags)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     p.add_argument("--port", type=bounded_int(0, 65535), default=8001, help="0 to 65535 (default 8001)")
-    p.add_argument(
-        "--allowed-hosts",
-        type=host_names,
-        default=None,
-        metavar="NAME,...",
-        help="Host header names answered besides loopback ones ('*': any; the default when --host "
-        "is not a loopback address); guards a loopback server against DNS rebinding",
-    )
+    add_allowed_hosts(p)
     p.add_argument(
         "--allowed-origins",
         type=origins,
