@@ -207,6 +207,8 @@ class CachedPolicy(HFPolicy):
             row = [(k[i : i + 1, :, start:], v[i : i + 1, :, start:]) for k, v in buffers]
             logits.append(self._prefill(model, prompt, row, local, used))
             local.append(Entry(prompt, [(k[0, :, : len(prompt)], v[0, :, : len(prompt)]) for k, v in row]))
+        self.store.discard(used)  # copied into the buffers: freed before decoding, not after
+        del used
 
         cache = buffer_cache(buffers, width)
         attention = torch.zeros(n_rows, width + params.max_new_tokens, dtype=torch.long, device=self.device)
@@ -249,7 +251,7 @@ class CachedPolicy(HFPolicy):
             )
             positions = positions + 1
             next_logits = out.logits[:, -1]
-        self.store.replace(used, new)
+        self.store.add(new)
         return [self._completion(row, lp, params) for row, lp in zip(ids, logprobs)]
 
     def _prefill(self, model, prompt: list[int], row, local: list[Entry], used: list[Entry]) -> torch.Tensor:

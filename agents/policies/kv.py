@@ -173,11 +173,15 @@ class PrefixStore:
         entry = longest_prefix(self.entries, list(ids))
         self.entries = [e for e in self.entries if e is not entry]
 
-    def replace(self, used: Sequence[Entry], new: Sequence[Entry]) -> None:
-        """Drop the entries a call extended (``used``), add what it computed, keep the newest
-        within ``max_bytes``."""
+    def discard(self, used: Sequence[Entry]) -> None:
+        """Drop the entries a call extends (``used``): the call has copied them into its own
+        buffers, and what it computes replaces them."""
         gone = {id(e) for e in used}
-        entries = [e for e in self.entries if id(e) not in gone] + list(new)
+        self.entries = [e for e in self.entries if id(e) not in gone]
+
+    def add(self, new: Sequence[Entry]) -> None:
+        """Add what a call computed, keeping the newest entries within ``max_bytes``."""
+        entries = self.entries + list(new)
         total, kept = 0, []
         for entry in reversed(entries):
             total += entry.nbytes

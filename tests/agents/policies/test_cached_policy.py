@@ -1,5 +1,7 @@
 """`CachedPolicy` decodes like `HFPolicy`, on a random tiny Llama with SmolLM2's tokenizer."""
 
+import weakref
+
 import pytest
 import torch
 from test_hf_policy import CONVERSATIONS
@@ -99,6 +101,28 @@ def test_multi_turn_with_cache_reuse_equals_without(fast, hf):
     assert len(fast.store.entries) == len(CONVERSATIONS)
     fast.drop_caches()
     assert fast.store.entries == []
+
+
+def test_an_extended_streams_cache_is_freed_before_decoding(fast):
+    """A next turn copies its stream's kept keys and values into the call's buffers; the kept
+    copy is freed then, not after decoding, so the two never add up to the call's peak."""
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    prompts = prompts_of(fast)
+    first = fast.generate(prompts, params)
+    kept = [weakref.ref(entry.kv[0][0]) for entry in fast.store.entries]
+    alive: list[int] = []
+
+    def count(module, args, kwargs):
+        if kwargs["input_ids"].shape[1] == 1:  # a decoding step
+            alive.append(sum(ref() is not None for ref in kept))
+
+    hook = fast.model.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        fast.generate([p + c.token_ids + [13] for p, c in zip(prompts, first)], params)
+    finally:
+        hook.remove()
+    assert alive and max(alive) == 0
+    assert len(fast.store.entries) == len(prompts)  # the extended streams' entries replace them
 
 
 def test_identical_prompts_are_prefilled_once_and_decode_alike(fast):
@@ -223,7 +247,7 @@ def test_forgetting_drops_only_the_ended_streams_entry():
     from searchgym.agents.policies.kv import Entry, PrefixStore
 
     store = PrefixStore(1 << 20)
-    store.replace([], [Entry([1, 2, 3], []), Entry([1, 2, 4, 5], []), Entry([1, 2, 4, 5], [])])
+    store.add([Entry([1, 2, 3], []), Entry([1, 2, 4, 5], []), Entry([1, 2, 4, 5], [])])
     store.forget([1, 2, 4, 5, 6, 7])
     assert [e.ids for e in store.entries] == [[1, 2, 3], [1, 2, 4, 5]]  # its twin still serves
     store.forget([9])
