@@ -6,7 +6,8 @@ turn, nothing kept), each playing the same dev questions with the main job's set
     python bench/eval_memory.py --arms cpu --eval-tasks 200      # the engine alone, a whole evaluation
 
 Each arm runs `evaluation.evaluate` (what ``searchgym train`` runs before and after GRPO) in a
-process of its own, so that each peak is its own: the resident set size is sampled every 20 ms.
+process of its own, so that each peak is its own: the process's resident-set high-water mark
+(``ru_maxrss``), which no sampling interval can miss.
 Printed per arm: the RSS once the model is loaded, the peak during the evaluation above it, the
 most keys and values the engine held in its store at the end of a call, EM and wall time; then the
 CPU engine's peak increase over HF's. A peak depends on the episodes, so compare arms on the same
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
-import threading
 import time
 
 import psutil
@@ -41,9 +42,8 @@ def _arm(model: str, policy: str, eval_tasks: int, config: str) -> dict:
         batch = load_config(config, overrides).policy_kwargs.get("max_batch_size", 64)
         overrides += [f"policy={policy}", f"policy_kwargs={{max_batch_size: {batch}}}"]
     cfg = load_config(config, overrides)
-    process, peak, done = psutil.Process(), [0], threading.Event()
     _, engine = load_policies(cfg, torch.device("cpu"))
-    loaded = process.memory_info().rss
+    loaded = psutil.Process().memory_info().rss
     kept = [0]
     add = PrefixStore.add
 
@@ -53,19 +53,11 @@ def _arm(model: str, policy: str, eval_tasks: int, config: str) -> dict:
 
     PrefixStore.add = counted  # type: ignore[method-assign]
 
-    def watch() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], process.memory_info().rss)
-            time.sleep(0.02)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
     tick = time.perf_counter()
     metrics = evaluate(cfg, engine)
     seconds = time.perf_counter() - tick
-    done.set()
-    watcher.join()
-    return {"loaded": loaded, "peak": peak[0], "kept": kept[0], "em": metrics["em"], "seconds": seconds}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    return {"loaded": loaded, "peak": peak, "kept": kept[0], "em": metrics["em"], "seconds": seconds}
 
 
 def main() -> None:
@@ -96,7 +88,7 @@ def main() -> None:
             f"EM {row['em']:.3f} in {row['seconds']:.0f} s ({args.eval_tasks} questions)"
         )
     if {"cpu", "hf"} <= rows.keys():
-        grew = {arm: rows[arm]["peak"] - rows[arm]["loaded"] for arm in ("cpu", "hf")}
+        grew = {arm: max(rows[arm]["peak"] - rows[arm]["loaded"], 1) for arm in ("cpu", "hf")}
         print(f"CPU engine / HF: peak increase {grew['cpu'] / grew['hf']:.2f}x, "
               f"time {rows['cpu']['seconds'] / rows['hf']['seconds']:.2f}x")  # fmt: skip
 

@@ -11,9 +11,9 @@ behind the same ``generate(prompts, params)``:
   system prompt and instructions; a GRPO group's identical prompts) reuses the shared part's keys
   and values, which a causal model computes alike for both. An ended episode's cache is freed when
   its `PolicyAgent` starts the next one (`forget`); a continuing episode's, once the call has copied
-  it into its batch buffers (before decoding, so that the two never add up). The cache belongs
-  to one set of weights: it is dropped whenever a parameter's version counter moved since the last call (an
-  optimizer step or ``load_state_dict`` moves it; an in-place write through ``param.data`` does
+  it into its batch buffers (before decoding, so that the two never add up). The cache belongs to
+  one set of weights: it is dropped whenever a parameter's version counter moved since the last
+  call (an optimizer step or ``load_state_dict`` moves it; an in-place write through ``param.data`` does
   not, so call `drop_caches` after one), not on `reseed`, so that a trainer's refill rounds keep
   the first round's episodes. Until then the trainer reads a played episode's keys and values
   back (`cached_kv`) for its information gain, instead of running the episode through the model
