@@ -71,12 +71,13 @@ class ActionProtocol:
         raise NotImplementedError
 
     # -- shared ------------------------------------------------------------------------------
-    def format_turn(self, thought: str, tool: str, value: str | None = None) -> str:
-        """A whole turn as the scripted agents write it: a ``<think>`` thought, then one call of
-        ``tool`` with ``value`` as its first parameter (no argument for a tool without any)."""
+    def format_turn(self, thought: str | None, tool: str, value: str | None = None) -> str:
+        """A whole turn as the scripted agents write it: a ``<think>`` thought (none where
+        ``thought`` is None), then one call of ``tool`` with ``value`` as its first parameter (no
+        argument for a tool without any)."""
         params = [p.name for t in self.tools if t.name == tool for p in t.params]
         call = self.format_call(ToolCall(tool, {params[0]: value} if params else {}))
-        return f"<think>{thought}</think>\n{call}"
+        return call if thought is None else f"<think>{thought}</think>\n{call}"
 
     def parse(self, text: str) -> Action:
         if len(text) > self.max_chars:

@@ -414,6 +414,8 @@ def _register_builtin() -> None:
     # Verifying in most episodes, not half: warm-started on a coin flip, the greedy policy did not
     # verify (2.00 searches on 2-hop questions), so a cost had no waste to train away.
     AGENTS.register("wasteful-oracle", f"{scripted}.baselines:OracleAgent", kwargs={"p_verify": 0.8})
+    # Calls without the <think> boilerplate: a third of the tokens to decode (issue 44)
+    AGENTS.register("terse-oracle", f"{scripted}.baselines:OracleAgent", kwargs={"think": False})
     # Half its episodes take one wrong search and recover (Behavior Priming's error recovery)
     AGENTS.register("recovering-oracle", f"{scripted}.recovery:RecoveringOracleAgent")
     AGENTS.register("heuristic", f"{scripted}.baselines:HeuristicAgent")

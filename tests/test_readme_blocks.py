@@ -89,8 +89,9 @@ def test_the_command_line_block_runs_as_written(tmp_path):
     assert re.search(r"after SFT: EM [\d.]+ \[[\d.]+, [\d.]+\]", out), out[-2000:]
     assert "gain of GRPO" in out
     run = tmp_path / "runs" / "quicktry"
-    assert (run / "checkpoints" / "step-000001" / "model.safetensors").is_file()
-    assert json.loads((run / "config.json").read_text())["model"] == "smollm2-135m-instruct"
+    config = json.loads((run / "config.json").read_text())
+    assert (run / "checkpoints" / f"step-{config['steps']:06d}" / "model.safetensors").is_file()
+    assert config["model"] == "smollm2-135m-instruct"
 
     port = free_port()
     server = serve(f"{serve_env} --port {port}", tmp_path, f"http://127.0.0.1:{port}/health")

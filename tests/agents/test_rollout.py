@@ -71,6 +71,20 @@ def test_wasteful_oracle_searches_the_question_once_more_in_its_share_of_episode
     assert all(ep.em == 1.0 for ep in most)
 
 
+@pytest.mark.parametrize("protocol", ["tags", "tool_calls"])
+def test_the_terse_oracle_plays_the_oracles_calls_without_its_thoughts(make_env, protocol):
+    """`terse-oracle` (a warm start with a third of the tokens to decode): the same calls, the same
+    scores, and no ``<think>`` block in any action."""
+    terse = run_episodes(lambda: make_env(protocol), lambda: make_agent("terse-oracle"), TASKS)
+    full = run_episodes(lambda: make_env(protocol), OracleAgent, TASKS)
+    assert [[t.query for t in ep.turns] for ep in terse] == [[t.query for t in ep.turns] for ep in full]
+    assert [(ep.em, ep.n_invalid, ep.terminated) for ep in terse] == [(1.0, 0, True)] * 4
+    assert all("<think>" in t.action for ep in full for t in ep.turns)
+    assert not any("<think>" in t.action for ep in terse for t in ep.turns)
+    if protocol == "tags":
+        assert terse[2].turns[0].action == "<search> capital of Poland </search>"
+
+
 def test_heuristic_answers_from_the_top_document(make_env):
     episodes = run_episodes(make_env, HeuristicAgent, TASKS)
     assert [ep.n_searches for ep in episodes] == [1, 1, 1, 1]
