@@ -4,17 +4,9 @@ baselines and the trl adapter. Policies are in `searchgym.agents.policies`, trai
 
 from searchgym.agents.base import Agent, BatchAgent
 from searchgym.agents.integrations.trl import TrlEnv, trl_dataset, trl_model
+from searchgym.agents.play.episode import Episode, Turn, load_episodes, save_episodes, summarize, summarize_by
+from searchgym.agents.play.rollout import rollout, run_episodes
 from searchgym.agents.registry import make_agent
-from searchgym.agents.rollout import (
-    Episode,
-    Turn,
-    load_episodes,
-    rollout,
-    run_episodes,
-    save_episodes,
-    summarize,
-    summarize_by,
-)
 from searchgym.agents.scripted.baselines import HeuristicAgent, OracleAgent, RandomAgent
 
 __all__ = [

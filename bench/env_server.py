@@ -41,8 +41,8 @@ from mcp.client.streamable_http import streamable_http_client
 from searchgym.agents import make_agent
 from searchgym.agents.integrations.openenv_client import SearchgymEnvClient
 from searchgym.agents.integrations.openenv_env import SearchgymAction
-from searchgym.agents.integrations.session import EnvSession
-from searchgym.agents.rollout import run_episodes, sample_tasks
+from searchgym.agents.play.rollout import run_episodes, sample_tasks
+from searchgym.agents.play.session import EnvSession
 from searchgym.envs.protocols import TagsProtocol
 from searchgym.envs.registry import make
 from searchgym.envs.tools import ToolCall

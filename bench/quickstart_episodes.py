@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from searchgym.agents.play.rollout import run_episodes
 from searchgym.agents.policies.agent import PolicyAgent
-from searchgym.agents.rollout import run_episodes
 from searchgym.agents.train.config import load_config
 from searchgym.agents.train.schedule import make_env
 from searchgym.generation import SamplingParams

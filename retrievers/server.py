@@ -46,7 +46,7 @@ from starlette.requests import ClientDisconnect
 
 from searchgym.errors import ConfigError
 from searchgym.retrievers.base import Doc, Retriever
-from searchgym.retrievers.serving import LOOPBACK_HOSTS, HostCheck, ServerThread, uvicorn_config
+from searchgym.serving import LOOPBACK_HOSTS, HostCheck, ServerThread, uvicorn_config
 
 __all__ = ["Limits", "ServerThread", "create_app", "uvicorn_config"]
 

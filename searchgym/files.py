@@ -1,9 +1,10 @@
-"""Writing a file so that readers see the old version or the new one, never half of one.
-A leaf module: every layer may import it."""
+"""Writing a file so that readers see the old version or the new one, never half of one, and
+the file name an agent's episodes get. A leaf module: every layer may import it."""
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,3 +66,13 @@ def check_writable_dir(path: str | os.PathLike, what: str = "the output director
             f"{what} {path}: cannot write in {existing} ({e.strerror}); choose a directory you can write"
         ) from None
     return path
+
+
+def file_name(agent: str) -> str:
+    """``hf:/ckpt/step-10`` -> ``hf_ckpt_step-10``: an agent's name as the name of its episodes'
+    file (``searchgym eval`` and ``sweep`` write it, the viewer reads it).
+
+    >>> file_name("hf:/ckpt/step-10")
+    'hf_ckpt_step-10'
+    """
+    return re.sub(r"[^\w.-]+", "_", agent).strip("_")

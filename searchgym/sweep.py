@@ -33,9 +33,9 @@ import numpy as np
 from searchgym.agents import make_agent, run_episodes, save_episodes, summarize
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.train.config import load_config
-from searchgym.commands.common import file_name
 from searchgym.envs.registry import make
 from searchgym.errors import ConfigError
+from searchgym.files import file_name
 from searchgym.plots import plot_pareto
 
 DEFAULT_ENV = "searchgym/FictionalQA-Planner-v0"

@@ -7,10 +7,10 @@ import importlib
 import threading
 import time
 
-from searchgym.agents.rollout import episode_progress
+from searchgym.agents.play.rollout import episode_progress
 from searchgym.cli import main
 
-ROLLOUT = importlib.import_module("searchgym.agents.rollout")  # the package's `rollout` is a function
+ROLLOUT = importlib.import_module("searchgym.agents.play.rollout")  # the package's `rollout` is a function
 SIMULATED = ["--env", "searchgym/FictionalQA-Simulated-v0", "-E", "n_passages=300"]
 
 

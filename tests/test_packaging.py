@@ -47,12 +47,15 @@ def test_wheel_holds_only_the_searchgym_package(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"searchgym", next(t for t in tops if t.endswith(".dist-info"))}
-    for module in (
-        "envs/search_env.py",
-        "agents/rollout.py",
-        "retrievers/bm25.py",
-        "tasks/world/__init__.py",
-    ):
-        assert f"searchgym/{module}" in names
+    # every module of the source folders, so that a new subpackage missing from pyproject.toml's
+    # package list fails here (agents/gateway once did: programs could not run from a wheel)
+    sources = {
+        f"searchgym/{path.relative_to(ROOT / folder).as_posix()}"
+        if folder == "searchgym"
+        else f"searchgym/{folder}/{path.relative_to(ROOT / folder).as_posix()}"
+        for folder in ("searchgym", "envs", "agents", "retrievers", "tasks")
+        for path in (ROOT / folder).rglob("*.py")
+    }
+    assert sorted(sources - set(names)) == []
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"searchgym = searchgym.cli:main" in entry_points

@@ -59,10 +59,11 @@ from searchgym.agents.gateway.checks import (
     read_json,
     single_prompt,
 )
-from searchgym.agents.gateway.records import Call, EpisodeLog
+from searchgym.agents.gateway.records import Call, EpisodeLog, token_streams
+from searchgym.agents.play.programs import EndedEpisode
 from searchgym.errors import ConfigError
 from searchgym.generation import Completion, SamplingParams
-from searchgym.retrievers.serving import ServerThread, loopback_guard
+from searchgym.serving import ServerThread, loopback_guard
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,21 @@ class Gateway:
         """End the episode of ``key`` (its requests are refused from now on); its log."""
         with self._lock:
             return self._episodes.pop(key).log
+
+    def end_episode(self, key: str) -> EndedEpisode:
+        """`close_episode`, its calls as token streams, and the keys and values the policy kept
+        of them freed (`searchgym.agents.play.programs.ModelEndpoint`)."""
+        log = self.close_episode(key)
+        streams = token_streams(log.calls)
+        with self.batcher.lock:
+            for stream in streams:
+                self.policy.forget(stream.prompt_ids + stream.ids)
+        return EndedEpisode(streams, log.errors)
+
+    def reseed(self, seed: int) -> None:
+        """Seed the policy's sampling, between two generation calls."""
+        with self.batcher.lock:
+            self.policy.reseed(seed)
 
     def waited_s(self, key: str) -> float:
         """Seconds so far in which a request of the episode of ``key`` waited for the model

@@ -57,9 +57,9 @@ from searchgym.agents.integrations.openenv_env import (
     SearchgymObservation,
     SearchgymState,
 )
-from searchgym.agents.integrations.session import EnvSession
+from searchgym.agents.play.session import EnvSession
 from searchgym.errors import ConfigError
-from searchgym.retrievers.serving import is_loopback
+from searchgym.serving import is_loopback
 
 IDLE_CLOSE_CODE = 4000
 """The close code of a WebSocket whose session was idle for longer than the server's timeout."""

@@ -15,7 +15,7 @@ middleware).
   server closes an idle session's socket this way): the client gets the close code and reason, and
   the session's handler sees a disconnect at its next read.
 
-`searchgym.retrievers.serving.HostCheck` guards the retrieval server the same way for HTTP only,
+`searchgym.serving.HostCheck` guards the retrieval server the same way for HTTP only,
 by exact names; these also guard WebSockets and accept any loopback address (``127.0.0.2``).
 """
 
@@ -33,7 +33,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from searchgym.retrievers.serving import host_name, is_loopback
+from searchgym.serving import host_name, is_loopback
 
 MAX_DEPTH = 64
 """The deepest nesting of arrays and objects a message may have."""

@@ -24,8 +24,8 @@ from openenv.core.env_client import EnvClient
 
 from searchgym.agents.base import Agent
 from searchgym.agents.integrations.openenv_env import SearchgymAction, SearchgymObservation, SearchgymState
-from searchgym.agents.integrations.session import agent_reset_info
-from searchgym.agents.rollout import Episode
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.session import agent_reset_info
 
 
 class SearchgymEnvClient(EnvClient[SearchgymAction, SearchgymObservation, SearchgymState]):

@@ -22,6 +22,7 @@ fresh env each request) raises `NoEpisodeError`, which the server answers with 4
 
 from __future__ import annotations
 
+import importlib.metadata
 import threading
 from typing import Any
 
@@ -31,8 +32,7 @@ from openenv.core.rubrics import Rubric, RubricDict
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from searchgym import __version__
-from searchgym.agents.integrations.session import EnvSession, Step
+from searchgym.agents.play.session import EnvSession, Step
 from searchgym.envs import rubric as searchgym_rubric
 from searchgym.errors import ConfigError
 
@@ -221,7 +221,7 @@ class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, Se
         return EnvironmentMetadata(
             name=self.session.env_id,
             description=f"searchgym env {self.session.env_id}: answer a question with the tools {tools}",
-            version=__version__,
+            version=importlib.metadata.version("searchgym"),
         )
 
     def close(self) -> None:

@@ -33,8 +33,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from searchgym.agents.integrations.session import EnvSession, episode_figures, task_starts
-from searchgym.agents.rollout import Episode
+from searchgym.agents.play.episode import Episode, episode_figures
+from searchgym.agents.play.session import EnvSession, task_starts
 from searchgym.errors import ConfigError, import_optional
 from searchgym.registry import use_env
 from searchgym.tasks.task import Task

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from searchgym.agents.integrations.session import EPISODE_OVER, tool_message
+from searchgym.agents.play.session import EPISODE_OVER, tool_message
 from searchgym.envs.protocols import ToolCallsProtocol
 from searchgym.envs.registry import make
 from searchgym.envs.search_env import SearchEnv

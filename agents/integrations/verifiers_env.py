@@ -27,15 +27,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from searchgym.agents.integrations.session import (
-    EPISODE_OVER,
-    EnvSession,
-    Step,
-    TaskStart,
-    task_starts,
-    tool_message,
-)
-from searchgym.agents.rollout import Episode, sample_tasks
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.rollout import sample_tasks
+from searchgym.agents.play.session import EPISODE_OVER, EnvSession, Step, TaskStart, task_starts, tool_message
 from searchgym.errors import ConfigError
 
 DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"

@@ -26,7 +26,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from searchgym.agents.integrations.session import EnvSession
 from searchgym.agents.integrations.verifiers_env import (
     DEFAULT_ENV,
     INSTALL,
@@ -35,7 +34,8 @@ from searchgym.agents.integrations.verifiers_env import (
     play,
     reward_weights,
 )
-from searchgym.agents.rollout import Episode
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.session import EnvSession
 from searchgym.errors import ConfigError, DependencyNotInstalled
 from searchgym.registry import use_env
 from searchgym.tasks.task import Task

@@ -34,7 +34,6 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from searchgym.agents.integrations.session import EnvSession
 from searchgym.agents.integrations.verifiers_env import (
     DEFAULT_ENV,
     EPISODE_OVER,
@@ -44,7 +43,8 @@ from searchgym.agents.integrations.verifiers_env import (
     play,
     reward_weights,
 )
-from searchgym.agents.rollout import Episode
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.session import EnvSession
 from searchgym.envs.tools import Tool
 from searchgym.errors import ConfigError, DependencyNotInstalled, import_optional
 from searchgym.registry import use_env

@@ -38,14 +38,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from searchgym.agents.integrations.session import (
-    EPISODE_OVER,
-    EnvSession,
-    Step,
-    episode_figures,
-    task_starts,
-    tool_message,
-)
+from searchgym.agents.play.episode import episode_figures
+from searchgym.agents.play.session import EPISODE_OVER, EnvSession, Step, task_starts, tool_message
 from searchgym.errors import ConfigError, import_optional
 from searchgym.registry import use_env
 from searchgym.tasks.task import Task

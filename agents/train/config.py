@@ -283,7 +283,7 @@ class GRPOConfig:
 
     def _check_program(self) -> None:
         """The program loads, and no option that reads searchgym's own prompts is set."""
-        from searchgym.agents.gateway.programs import load_program  # lazy: the openai client
+        from searchgym.agents.play.programs import load_program  # lazy: the openai client
 
         load_program(self.program)  # type: ignore[arg-type]
         clashes = {

@@ -7,10 +7,11 @@ from typing import Any
 
 from accelerate.utils import gather_object
 
-from searchgym.agents.gateway.programs import ProgramPlayer
+from searchgym.agents.play.episode import error_warning
+from searchgym.agents.play.programs import ProgramPlayer
+from searchgym.agents.play.rollout import episode_progress, run_episodes
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import SamplingParams, TokenizedPolicy
-from searchgym.agents.rollout import episode_progress, error_warning, run_episodes
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.schedule import make_env
 from searchgym.errors import ConfigError

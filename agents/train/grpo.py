@@ -13,12 +13,13 @@ in `advantages` and `loss`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,7 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from searchgym.agents.gateway.programs import ProgramPlayer, load_program
-from searchgym.agents.gateway.server import Gateway
+from searchgym.agents.play.programs import ProgramPlayer, load_program
 from searchgym.agents.policies.cached import native_bf16
 from searchgym.agents.train.checkpoint import (
     checkpoint_dir,
@@ -101,125 +101,131 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
 
     check_splits_apart(cfg)  # before the model loads
     policy, engine = load_policies(cfg, accelerator.device)
-    programs = _program_player(cfg, engine) if cfg.program else None
-    model, tokenizer = policy.model, policy.tokenizer
-    trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    envs = [
-        make_env(cfg, cfg.train_split) for _ in range(first_round_size(cfg, accelerator) * cfg.group_size)
-    ]
-    _, train_tasks = split_warm_start(list(check_trainable_env(envs[0])), cfg)
-    rubric, params = training_rubric(envs[0], cfg), cfg.sampling  # the sampler's, and the loss's
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8")
-
-    def checkpoint_at(step: int) -> None:
+    with contextlib.ExitStack() as closing:  # the envs and the gateway close however train ends
+        programs = closing.enter_context(_program_player(cfg, engine)) if cfg.program else None
+        model, tokenizer = policy.model, policy.tokenizer
+        trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        envs = [
+            make_env(cfg, cfg.train_split) for _ in range(first_round_size(cfg, accelerator) * cfg.group_size)
+        ]
+        for env in envs:
+            closing.callback(env.close)
+        _, train_tasks = split_warm_start(list(check_trainable_env(envs[0])), cfg)
+        rubric, params = training_rubric(envs[0], cfg), cfg.sampling  # the sampler's, and the loss's
         if main:
-            data_state = {"tasks_seen": step * cfg.tasks_per_step}
-            save_checkpoint(
-                run_dir,
-                step,
-                model=model,
-                optimizer=optimizer,
-                tokenizer=tokenizer,
-                data_state=data_state,
-                extra={"eval_before": before, "eval_base": base},
-                keep=cfg.keep_checkpoints,
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "config.json").write_text(
+                json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8"
             )
-        accelerator.wait_for_everyone()
 
-    start_step, base, before = 0, None, None
-    if checkpoint is not None:
-        state = load_checkpoint(checkpoint, model=model, optimizer=optimizer)
-        start_step, before = state["step"], state["extra"].get("eval_before")
-        base = state["extra"].get("eval_base")
-        sync_rollout_weights(policy, engine)
-    else:
-        if cfg.warm_start_episodes:
-            base = evaluated("base") if cfg.eval_tasks and cfg.eval_base else None
-            warm_start(cfg, model, tokenizer, accelerator)
+        def checkpoint_at(step: int) -> None:
+            if main:
+                data_state = {"tasks_seen": step * cfg.tasks_per_step}
+                save_checkpoint(
+                    run_dir,
+                    step,
+                    model=model,
+                    optimizer=optimizer,
+                    tokenizer=tokenizer,
+                    data_state=data_state,
+                    extra={"eval_before": before, "eval_base": base},
+                    keep=cfg.keep_checkpoints,
+                )
+            accelerator.wait_for_everyone()
+
+        start_step, base, before = 0, None, None
+        if checkpoint is not None:
+            state = load_checkpoint(checkpoint, model=model, optimizer=optimizer)
+            start_step, before = state["step"], state["extra"].get("eval_before")
+            base = state["extra"].get("eval_base")
             sync_rollout_weights(policy, engine)
-        before = evaluated("before") if cfg.eval_tasks else None
-        checkpoint_at(0)
-    if trainable:  # after the warm start, which trains every parameter
-        freeze_all_but(model, trainable)
-    wrapped, optimizer = accelerator.prepare(model, optimizer)  # after the freeze, which DDP must see
-    ref_model = _reference_model(model, run_dir, start_step) if cfg.kl_coef > 0 else None
+        else:
+            if cfg.warm_start_episodes:
+                base = evaluated("base") if cfg.eval_tasks and cfg.eval_base else None
+                warm_start(cfg, model, tokenizer, accelerator)
+                sync_rollout_weights(policy, engine)
+            before = evaluated("before") if cfg.eval_tasks else None
+            checkpoint_at(0)
+        if trainable:  # after the warm start, which trains every parameter
+            freeze_all_but(model, trainable)
+        wrapped, optimizer = accelerator.prepare(model, optimizer)  # after the freeze, which DDP must see
+        ref_model = _reference_model(model, run_dir, start_step) if cfg.kl_coef > 0 else None
 
-    log = MetricsLog(run_dir, tensorboard=cfg.tensorboard) if main else None
-    if log is not None:
-        log.truncate_after(start_step)
-        if before is not None and start_step == 0:
-            log.log(0, eval_metrics(before))
-    bar = tqdm(total=cfg.steps, initial=start_step, desc="GRPO", disable=not (cfg.progress and main))
-    protocol = envs[0].unwrapped.protocol
-    for step in range(start_step, cfg.steps):
-        tick = time.perf_counter()
-        groups, played = play_step(
-            engine, envs, train_tasks, step, cfg, params, accelerator, bar.set_postfix_str, programs
-        )
-        if played.get("rollout/short_groups") and main:
-            note = short_step_note(step + 1, played, cfg, per_process(cfg.tasks_per_step, accelerator))
-            tqdm.write(note, file=sys.stderr)  # a diagnostic: stdout holds the results
-        scored = time.perf_counter()
-        samples, metrics = score_groups(groups, rubric, cfg, model, tokenizer, protocol, engine.cached_kv)
-        engine.drop_caches()  # the update changes the weights they belong to, and needs the memory
-        metrics |= played
-        updated = time.perf_counter()
-        for _ in range(cfg.updates_per_step):
-            metrics |= update(
-                wrapped, ref_model, optimizer, samples, cfg, params, accelerator, tokenizer.pad_token_id
-            )
-        sync_rollout_weights(policy, engine)
-        metrics = _mean_over_processes(metrics, accelerator)
-        now = time.perf_counter()
-        metrics |= {  # where a step's time goes; scoring includes the information gain
-            "time/rollout_s": scored - tick,
-            "time/score_s": updated - scored,
-            "time/update_s": now - updated,
-            "time/step_s": now - tick,
-        }
-        done = step + 1
-        if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-            metrics |= eval_metrics(evaluated(f"step {done}"))
+        log = MetricsLog(run_dir, tensorboard=cfg.tensorboard) if main else None
         if log is not None:
-            log.log(done, metrics)
-            save_step_episodes(run_dir, done, groups, cfg.log_episodes)
-        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            checkpoint_at(done)
-        bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
-        bar.update()
-    bar.close()
+            log.truncate_after(start_step)
+            if before is not None and start_step == 0:
+                log.log(0, eval_metrics(before))
+        bar = tqdm(total=cfg.steps, initial=start_step, desc="GRPO", disable=not (cfg.progress and main))
+        protocol = envs[0].unwrapped.protocol
+        for step in range(start_step, cfg.steps):
+            tick = time.perf_counter()
+            groups, played = play_step(
+                engine, envs, train_tasks, step, cfg, params, accelerator, bar.set_postfix_str, programs
+            )
+            if played.get("rollout/short_groups") and main:
+                note = short_step_note(step + 1, played, cfg, per_process(cfg.tasks_per_step, accelerator))
+                tqdm.write(note, file=sys.stderr)  # a diagnostic: stdout holds the results
+            scored = time.perf_counter()
+            samples, metrics = score_groups(groups, rubric, cfg, model, tokenizer, protocol, engine.cached_kv)
+            engine.drop_caches()  # the update changes the weights they belong to, and needs the memory
+            metrics |= played
+            updated = time.perf_counter()
+            for _ in range(cfg.updates_per_step):
+                metrics |= update(
+                    wrapped, ref_model, optimizer, samples, cfg, params, accelerator, tokenizer.pad_token_id
+                )
+            sync_rollout_weights(policy, engine)
+            metrics = _mean_over_processes(metrics, accelerator)
+            now = time.perf_counter()
+            metrics |= {  # where a step's time goes; scoring includes the information gain
+                "time/rollout_s": scored - tick,
+                "time/score_s": updated - scored,
+                "time/update_s": now - updated,
+                "time/step_s": now - tick,
+            }
+            done = step + 1
+            if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
+                metrics |= eval_metrics(evaluated(f"step {done}"))
+            if log is not None:
+                log.log(done, metrics)
+                save_step_episodes(run_dir, done, groups, cfg.log_episodes)
+            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+                checkpoint_at(done)
+            bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
+            bar.update()
+        bar.close()
 
-    # with no GRPO step (a warm start alone), the model is the one evaluated before
-    after = evaluated("after") if cfg.eval_tasks and cfg.steps else None
-    summary = {
-        "steps": cfg.steps,
-        "resumed_from": start_step,
-        "wall_s": time.perf_counter() - start_time,
-        "eval_base": base,
-        "eval_before": before,
-        "eval_after": after,
-        "grpo_vs_start": paired_difference(before, after, cfg.seed) if before and after else None,
-        "is_main_process": main,
-    }
-    if log is not None:
-        if after is not None:
-            log.log(cfg.steps, eval_metrics(after))
-        log.close()
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    for env in envs:
-        env.close()
-    if programs is not None:
-        programs.gateway.close()
-    return summary
+        # with no GRPO step (a warm start alone), the model is the one evaluated before
+        after = evaluated("after") if cfg.eval_tasks and cfg.steps else None
+        summary = {
+            "steps": cfg.steps,
+            "resumed_from": start_step,
+            "wall_s": time.perf_counter() - start_time,
+            "eval_base": base,
+            "eval_before": before,
+            "eval_after": after,
+            "grpo_vs_start": paired_difference(before, after, cfg.seed) if before and after else None,
+            "is_main_process": main,
+        }
+        if log is not None:
+            if after is not None:
+                log.log(cfg.steps, eval_metrics(after))
+            log.close()
+            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        return summary
 
 
-def _program_player(cfg: GRPOConfig, engine: Any) -> ProgramPlayer:
-    """``cfg.program`` played through a gateway in front of ``engine``, served on a loopback port."""
-    gateway = Gateway(engine, cfg.sampling).__enter__()
-    return ProgramPlayer(load_program(cfg.program), gateway, time_limit_s=cfg.program_time_limit_s)
+@contextlib.contextmanager
+def _program_player(cfg: GRPOConfig, engine: Any) -> Iterator[ProgramPlayer]:
+    """``cfg.program`` played through a gateway in front of ``engine``, served on a loopback port
+    until the block ends (the HTTP server's modules load only here)."""
+    from searchgym.agents.gateway.server import Gateway
+
+    program = load_program(cfg.program)
+    with Gateway(engine, cfg.sampling) as gateway:
+        yield ProgramPlayer(program, gateway, time_limit_s=cfg.program_time_limit_s)
 
 
 def training_rubric(env: gym.Env, cfg: GRPOConfig) -> Rubric:

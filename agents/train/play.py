@@ -14,10 +14,11 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from searchgym.agents.gateway.programs import ProgramPlayer
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.programs import ProgramPlayer
+from searchgym.agents.play.rollout import rollout
 from searchgym.agents.policies.agent import PolicyAgent
 from searchgym.agents.policies.base import SamplingParams, TokenizedPolicy
-from searchgym.agents.rollout import Episode, rollout
 from searchgym.agents.train.advantages import degenerate_groups
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.schedule import drawn_tasks, first_round_size, round_seed, step_seed, step_tasks

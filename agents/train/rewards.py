@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
+from searchgym.agents.play.episode import Episode, episode_metrics
 from searchgym.agents.policies.agent import Trajectory
-from searchgym.agents.rollout import Episode, episode_metrics
 from searchgym.agents.train.advantages import (
     degenerate_groups,
     group_advantages,

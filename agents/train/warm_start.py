@@ -22,10 +22,11 @@ import gymnasium as gym
 import torch
 from tqdm.auto import tqdm
 
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.rollout import rollout
 from searchgym.agents.policies.agent import PolicyAgent, Trajectory
 from searchgym.agents.policies.base import Completion, Message, SamplingParams
 from searchgym.agents.registry import is_policy_agent, make_agent
-from searchgym.agents.rollout import Episode, rollout
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.schedule import make_env, split_warm_start
 from searchgym.agents.train.scoring import model_device, right_pad, target_logprobs

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -118,15 +117,6 @@ def generator_kwargs(
         if "generator" not in inspect.signature(creator).parameters:
             raise SearchGymError(f"{flag} applies to {applies_to}; {env_id} takes no generator")
     return {"generator": load_policy(backend, model, seed)}
-
-
-def file_name(agent: str) -> str:
-    """``hf:/ckpt/step-10`` -> ``hf_ckpt_step-10``: agent names as file names.
-
-    >>> file_name("hf:/ckpt/step-10")
-    'hf_ckpt_step-10'
-    """
-    return re.sub(r"[^\w.-]+", "_", agent).strip("_")
 
 
 def finite(obj: Any) -> Any:

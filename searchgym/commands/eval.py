@@ -13,22 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
+from searchgym.agents.play.episode import error_warning
+from searchgym.agents.play.rollout import episode_progress, sample_tasks
 from searchgym.agents.policies import models
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.registry import is_policy_agent, load_policy
-from searchgym.agents.rollout import episode_progress, error_warning, sample_tasks
 from searchgym.commands.common import (
     add_env_args,
     bounded_int,
     check_agents,
-    file_name,
     finite,
     generator_kwargs,
 )
 from searchgym.envs.contract import check_trainable_env
 from searchgym.envs.registry import make
 from searchgym.errors import SearchGymError
-from searchgym.files import check_writable_dir
+from searchgym.files import check_writable_dir, file_name
 from searchgym.plots import plot_metric_by_group
 from searchgym.registry import check_env_id
 from searchgym.retrievers.simulated import WritingProgress
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         )
     program = None
     if args.program:
-        from searchgym.agents.gateway.programs import load_program  # lazy: see play_program
+        from searchgym.agents.play.programs import load_program  # lazy: see play_program
 
         program = load_program(args.program)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -212,8 +212,8 @@ def run(args: argparse.Namespace) -> int:
 def play_program(program, agent: str, envs, tasks, params, args, on_episode) -> list:
     """Episodes of ``program`` through a gateway in front of ``agent``'s policy."""
     # lazy: the openai client and the gateway's server, which every CLI start would import (1 s)
-    from searchgym.agents.gateway.programs import ProgramPlayer
     from searchgym.agents.gateway.server import Gateway
+    from searchgym.agents.play.programs import ProgramPlayer
 
     backend, _, model = agent.partition(":")
     gateway = Gateway(load_policy(backend, model, args.seed), params)

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.agents.gateway.server import Gateway
     from searchgym.agents.registry import load_policy
     from searchgym.generation import SamplingParams
-    from searchgym.retrievers.serving import loopback_guard, uvicorn_config
+    from searchgym.serving import loopback_guard, uvicorn_config
 
     policy = load_policy(args.policy, args.model, args.seed)
     gateway = Gateway(

@@ -9,7 +9,7 @@ from pathlib import Path
 from searchgym.commands.common import bounded_float, bounded_int
 from searchgym.retrievers.index import load_index
 from searchgym.retrievers.server import Limits, create_app, uvicorn_config
-from searchgym.retrievers.serving import is_loopback
+from searchgym.serving import is_loopback
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

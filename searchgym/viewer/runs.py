@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from searchgym.errors import ConfigError, DataNotFoundError
+from searchgym.files import file_name
 from searchgym.viewer.jsonl import MAX_REASONS
 
 Kind = Literal["eval", "train", "sweep", "file"]
@@ -241,7 +242,7 @@ def _load(index: int, name: str, path: Path, kind: Kind) -> Run:
             )
         run.env, run.env_options = _eval_env(run.metrics)
         agents = run.metrics.get("agents") if isinstance(run.metrics.get("agents"), dict) else {}
-        by_file = {_file_name(a): a for a in agents}
+        by_file = {file_name(a): a for a in agents}
         for p in sorted(path.glob("*.jsonl")):
             label = by_file.get(p.stem, p.stem)
             stats = agents.get(label)
@@ -314,11 +315,6 @@ def env_label(env: str | None, options: dict[str, Any]) -> str:
         return "env not recorded"
     shown = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in options.items())
     return f"{env} ({shown})" if shown else env
-
-
-def _file_name(agent: str) -> str:
-    """The file name `searchgym eval` gives an agent's episodes (``hf:/ckpt/x`` -> ``hf_ckpt_x``)."""
-    return re.sub(r"[^\w.-]+", "_", agent).strip("_")
 
 
 def _interval(stats: Any) -> tuple[float, float] | None:

@@ -18,7 +18,7 @@ from searchgym.retrievers import BM25, Doc
 from searchgym.retrievers.server import Limits, ServerThread, create_app
 from searchgym.tasks.world import load_world
 
-LOGGER = "searchgym.retrievers.server"
+LOGGER = "searchgym.serving"  # the hardened serving every server of searchgym runs on
 HANG_GUARD_S = 30  # a socket read that would block forever without the change fails the test instead
 
 

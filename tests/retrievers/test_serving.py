@@ -8,7 +8,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from searchgym.retrievers.serving import ServerThread, loopback_guard
+from searchgym.serving import ServerThread, loopback_guard
 
 
 def app():

@@ -15,9 +15,9 @@ from safetensors.torch import load_file
 from scripted_policy import ScriptedPolicy
 from transformers import AutoTokenizer
 
-from searchgym.agents.gateway.programs import ProgramPlayer, load_program
 from searchgym.agents.gateway.server import Gateway
-from searchgym.agents.integrations.session import TURN_LIMIT, tool_message
+from searchgym.agents.play.programs import ProgramPlayer, load_program
+from searchgym.agents.play.session import TURN_LIMIT, tool_message
 from searchgym.agents.train.metrics_log import read_metrics
 from searchgym.cli import main
 from searchgym.envs.registry import make

@@ -9,9 +9,9 @@ import time
 import pytest
 from scripted_policy import ScriptedPolicy
 
-from searchgym.agents.gateway.programs import EpisodeTools, ProgramPlayer, load_program
 from searchgym.agents.gateway.server import Gateway
-from searchgym.agents.integrations.session import EnvSession
+from searchgym.agents.play.programs import EpisodeTools, ProgramPlayer, load_program
+from searchgym.agents.play.session import EnvSession
 from searchgym.envs.registry import make
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams

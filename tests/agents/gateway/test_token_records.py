@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from searchgym.agents.gateway.programs import ProgramPlayer, load_program
 from searchgym.agents.gateway.records import token_streams
 from searchgym.agents.gateway.server import Gateway
+from searchgym.agents.play.programs import ProgramPlayer, load_program
 from searchgym.agents.policies.hf import HFPolicy
 from searchgym.agents.train.scoring import target_logprobs
 from searchgym.envs.registry import make

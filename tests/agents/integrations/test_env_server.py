@@ -22,8 +22,9 @@ from searchgym.agents import make_agent
 from searchgym.agents.integrations.env_server import create_env_app
 from searchgym.agents.integrations.openenv_client import SearchgymEnvClient, play_episode
 from searchgym.agents.integrations.openenv_env import SearchgymAction
-from searchgym.agents.integrations.session import EnvSession
-from searchgym.agents.rollout import Episode, run_episodes, sample_tasks, summarize
+from searchgym.agents.play.episode import Episode, summarize
+from searchgym.agents.play.rollout import run_episodes, sample_tasks
+from searchgym.agents.play.session import EnvSession
 from searchgym.envs.protocols import make_protocol
 from searchgym.envs.registry import make
 from searchgym.envs.tools import Invalid, Tool

@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV
 
 from searchgym.agents import make_agent, run_episodes, summarize
-from searchgym.agents.integrations.session import agent_reset_info
 from searchgym.agents.integrations.skyrl import ENV_CLASS, SkyRLEnv, register_skyrl_env, skyrl_dataset
-from searchgym.agents.rollout import sample_tasks
+from searchgym.agents.play.rollout import sample_tasks
+from searchgym.agents.play.session import agent_reset_info
 from searchgym.envs.registry import make
 from searchgym.errors import ConfigError
 

@@ -11,8 +11,8 @@ from transformers.utils import get_json_schema
 from user_env import PLUGIN_ENV
 
 import searchgym
-from searchgym.agents.integrations.session import ANSWERED, EPISODE_OVER, TURN_LIMIT
 from searchgym.agents.integrations.trl import TrlEnv, trl_dataset
+from searchgym.agents.play.session import ANSWERED, EPISODE_OVER, TURN_LIMIT
 from searchgym.envs.tools import ANSWER, SEARCH
 from searchgym.errors import ConfigError
 

@@ -17,9 +17,9 @@ from user_env import write_module
 
 import searchgym
 from searchgym.agents import make_agent, run_episodes, summarize
-from searchgym.agents.integrations.session import ANSWERED, EPISODE_OVER, TURN_LIMIT, EnvSession
 from searchgym.agents.integrations.verifiers_env import DEFAULT_ENV, env_tasks, play, reward_weights
-from searchgym.agents.rollout import sample_tasks
+from searchgym.agents.play.rollout import sample_tasks
+from searchgym.agents.play.session import ANSWERED, EPISODE_OVER, TURN_LIMIT, EnvSession
 from searchgym.errors import DependencyNotInstalled
 
 SIDE = Path(__file__).with_name("verifiers_side.py")

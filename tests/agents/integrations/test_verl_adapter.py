@@ -17,7 +17,7 @@ from side_venvs import run_in
 from user_env import IMPORTED_ENV, IMPORTED_MODULE, PLUGIN_ENV, write_module
 
 from searchgym.agents import make_agent, run_episodes, summarize
-from searchgym.agents.rollout import sample_tasks
+from searchgym.agents.play.rollout import sample_tasks
 from searchgym.envs.registry import make
 from searchgym.errors import DependencyNotInstalled
 

@@ -32,7 +32,7 @@ import verifiers as vf  # noqa: E402
 from openai_server import OpenAIServer, Reply  # noqa: E402
 from verifiers_side import FIGURES, client_environ, scripted_agents  # noqa: E402
 
-from searchgym.agents.rollout import Episode, summarize  # noqa: E402
+from searchgym.agents.play.episode import Episode, summarize  # noqa: E402
 
 
 def evaluate(url: str, run: dict[str, Any]) -> dict[str, Any]:

@@ -39,13 +39,14 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from searchgym.agents.integrations import verl as verl_module
-from searchgym.agents.integrations.session import EnvSession, episode_figures
 from searchgym.agents.integrations.verl import (
     AGENT_NAME,
     SearchgymTool,
     prepare_verl_data,
     verl_rows,
 )
+from searchgym.agents.play.episode import episode_figures
+from searchgym.agents.play.session import EnvSession
 from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.policies.hf import HFPolicy
 from searchgym.envs.registry import make

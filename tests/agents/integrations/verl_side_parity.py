@@ -17,9 +17,10 @@ from verl.workers.rollout.replica import TokenOutput
 from verl_side import ENV_ID, dataset_rows, run_loop
 
 from searchgym.agents import make_agent, run_episodes, summarize
-from searchgym.agents.integrations.session import EnvSession, agent_reset_info, episode_figures
 from searchgym.agents.integrations.verl import AGENT_NAME, SearchgymTool, tool_reward, verl_rows
-from searchgym.agents.rollout import sample_tasks
+from searchgym.agents.play.episode import episode_figures
+from searchgym.agents.play.rollout import sample_tasks
+from searchgym.agents.play.session import EnvSession, agent_reset_info
 from searchgym.envs.registry import make
 
 

@@ -228,8 +228,8 @@ def test_an_ended_episode_frees_its_keys_and_values(fast):
     """An agent that starts its next episode frees the last one's cache: after 6 episodes on 2
     agents the store holds the agents' latest 2, not all 6."""
     import searchgym
+    from searchgym.agents.play.rollout import run_episodes
     from searchgym.agents.policies.agent import PolicyAgent
-    from searchgym.agents.rollout import run_episodes
 
     def env():
         return searchgym.make("searchgym/FictionalQA-BM25-v0", n_passages=300, seed=0, max_turns=2)

@@ -205,7 +205,7 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
     """score_groups adds weight x the summed gains to each episode's reward (not with igpo, which
     uses them per turn) and records each turn's gain on the episode for the viewer."""
 
-    from searchgym.agents.rollout import Episode, Turn
+    from searchgym.agents.play.episode import Episode, Turn
     from searchgym.agents.train import rewards
     from searchgym.agents.train.config import GRPOConfig
     from searchgym.envs.rubric import Rubric, Term

@@ -4,8 +4,9 @@ An `EnvSession` wraps a made env (by id and options, as ``searchgym eval`` makes
 the two ways other trainers send actions: raw model text (parsed by the env's own protocol) or a
 structured tool call (``call("search", {"query": ...})``, written in the env's protocol and then
 parsed like any text, so invalid arguments, costs and turn limits are exactly the env's). It
-records the episode as `searchgym.agents.rollout.Episode` does, so an adapter's figures can be
-compared with ``searchgym eval``'s, and reports ``info`` as JSON (`jsonable`) for the wire.
+records the episode with `Episode.record`, as every player does, so an adapter's figures
+(`episode_figures`) are ``searchgym eval``'s, and reports ``info`` as JSON (`jsonable`) for the
+wire.
 
 On the client side, `agent_reset_info` turns such JSON back into the `ResetInfo` a scripted agent
 reads (its task and the env's action protocol), so the oracle and heuristic agents can play an env
@@ -22,7 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from searchgym.agents.rollout import Episode
+from searchgym.agents.play.episode import Episode
 from searchgym.envs.contract import check_reset_info, check_step_info, check_trainable_env
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.registry import make
@@ -178,23 +179,6 @@ def task_starts(session: EnvSession, tasks: Sequence[Task] | None = None, seed: 
         prompt, _ = session.reset(seed=seed + i, task=task)
         starts.append(TaskStart(task, prompt, seed + i))
     return starts
-
-
-def episode_figures(episode: Episode) -> dict[str, float]:
-    """One episode's figures, which averaged over episodes are ``searchgym eval``'s: ``em``,
-    ``f1``, ``cover_em``, ``searches``, ``turns``, ``invalid``, ``truncated``, ``return`` (the
-    summed reward) and each reward term's sum as ``reward/<name>``."""
-    return {
-        "em": episode.em,
-        "f1": episode.f1,
-        "cover_em": episode.cover_em,
-        "searches": float(episode.n_searches),
-        "turns": float(episode.n_turns),
-        "invalid": float(episode.n_invalid),
-        "truncated": float(episode.truncated),
-        "return": episode.total_reward,
-        **{f"reward/{name}": value for name, value in episode.reward_components.items()},
-    }
 
 
 def jsonable(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """Serving an app with uvicorn, hardened: a Host check against DNS rebinding, a deadline for slow
 request headers, idle keep-alive connections closed, and a server in a background thread (tests,
-notebooks, envs that start their own server). The retrieval server (`searchgym.retrievers.server`)
-uses all of it."""
+notebooks, envs that start their own server). The retrieval server (`searchgym.retrievers.server`),
+the env server and the gateway serve through it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 KEEP_ALIVE_S = 5
 """Seconds an idle keep-alive connection stays open (uvicorn's ``timeout_keep_alive``)."""
 
-log = logging.getLogger("searchgym.retrievers.server")
+log = logging.getLogger(__name__)
 
 
 class HostCheck:

@@ -1,26 +1,19 @@
-"""Run agents through environments; episodes as dataclasses, saved as JSONL."""
+"""Episodes: what an agent did in an env, turn by turn, as every player records it
+(`Episode.record`); one episode's figures (`episode_figures`), their means over episodes
+(`episode_metrics`, `summarize`), and episodes saved as JSONL."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import sys
-import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
-from tqdm.auto import tqdm
-
-from searchgym.agents.base import Agent
-from searchgym.envs.contract import check_reset_info, check_step_info
 from searchgym.stats import bootstrap_ci
 from searchgym.tasks.task import Task
 
@@ -69,7 +62,7 @@ class Episode:
     """Ids of the task's gold evidence documents."""
     error: str | None = None
     """What ended an agent program's episode besides the env: it raised, ran past its time limit,
-    never answered, or sent malformed requests (`searchgym.agents.gateway.programs`)."""
+    never answered, or sent malformed requests (`searchgym.agents.play.programs`)."""
     # the tokens of a policy-backed agent's episode, for training; not saved with the episode
     trajectory: Any = field(default=None, repr=False, compare=False)
     streams: Any = field(default=None, repr=False, compare=False)
@@ -135,180 +128,44 @@ class Episode:
         self.terminated, self.truncated = bool(terminated), bool(truncated)
 
 
-class _Slot:
-    """One env-agent pair and the episode it is playing."""
-
-    def __init__(self, env: gym.Env, agent: Agent) -> None:
-        self.env, self.agent = env, agent
-        self.episode: Episode | None = None
-        self.index = -1
-        self.observation = ""
-
-    def start(self, index: int, task: Task, seed: int) -> None:
-        self.index = index
-        self.observation, info = self.env.reset(seed=seed, options={"task": task})
-        check_reset_info(info, self.env)
-        self.agent.reset(info)
-        self.episode = Episode.of(task)
-
-    def apply(self, action: str) -> bool:
-        """Play ``action`` as this episode's next turn; True when the episode is over."""
-        ep = self.episode
-        assert ep is not None
-        self.observation, reward, terminated, truncated, info = self.env.step(action)
-        check_step_info(info, self.env)
-        ep.record(action, self.observation, reward, terminated, truncated, info)
-        if terminated or truncated:
-            ep.trajectory = getattr(self.agent, "trajectory", None)
-        return terminated or truncated
-
-
-def _act(slots: Sequence[_Slot]) -> list[str]:
-    """Every slot's next action. Agents with a ``batch_key`` (policy-backed ones) that share it
-    act in one call of their class's ``act_all``; the others act one by one."""
-    actions: list[str | None] = [None] * len(slots)
-    groups: dict[Any, list[int]] = defaultdict(list)
-    for i, slot in enumerate(slots):
-        key = getattr(slot.agent, "batch_key", None)
-        if key is None:
-            actions[i] = slot.agent.act(slot.observation)
-        else:
-            groups[(type(slot.agent), key)].append(i)
-    for (cls, _), members in groups.items():
-        done = cls.act_all([slots[i].agent for i in members], [slots[i].observation for i in members])
-        for i, action in zip(members, done):
-            actions[i] = action
-    return actions  # type: ignore[return-value]  (every slot acted)
-
-
-def rollout(
-    envs: Sequence[gym.Env],
-    agents: Sequence[Agent],
-    tasks: Iterable[Task],
-    *,
-    seed: int = 0,
-    on_turn: Callable[[int], None] | None = None,
-) -> Iterator[tuple[int, Episode]]:
-    """Play every task once, keeping all env-agent pairs busy; yields ``(task index, episode)``
-    as episodes finish, so not necessarily in task order. Task ``i`` is reset with seed
-    ``seed + i``. ``on_turn(n)`` is called after each round in which ``n`` episodes acted."""
-    if len(envs) != len(agents) or not envs:
-        raise ValueError(f"need as many agents as envs (at least one), got {len(envs)} and {len(agents)}")
-    queue = iter(enumerate(tasks))
-    slots = [_Slot(env, agent) for env, agent in zip(envs, agents)]
-    active: list[_Slot] = []
-    for slot in slots:
-        nxt = next(queue, None)
-        if nxt is not None:
-            slot.start(nxt[0], nxt[1], seed + nxt[0])
-            active.append(slot)
-    while active:
-        still: list[_Slot] = []
-        actions = _act(active)
-        if on_turn:
-            on_turn(len(actions))
-        for slot, action in zip(active, actions):
-            if not slot.apply(action):
-                still.append(slot)
-                continue
-            assert slot.episode is not None
-            yield slot.index, slot.episode
-            nxt = next(queue, None)
-            if nxt is not None:
-                slot.start(nxt[0], nxt[1], seed + nxt[0])
-                still.append(slot)
-        active = still
-
-
-REDRAW_SECONDS = 1.0
-"""How often `episode_progress` redraws its bar between updates."""
-
-
-@contextmanager
-def episode_progress(total: int, desc: str, *, disable: bool = False) -> Iterator[dict[str, Callable]]:
-    """A progress bar (on stderr) counting finished episodes, with the turns played so far as its
-    postfix, so that it moves while long episodes play; yields the ``on_episode`` and ``on_turn``
-    keyword arguments of `run_episodes`. The bar is redrawn every `REDRAW_SECONDS`, so that its
-    clock runs while a turn takes minutes (a small model's first batched generation on a CPU)."""
-    bar = tqdm(total=total, desc=desc, unit="episode", disable=disable, file=sys.stderr)
-    with bar, _redrawn(bar, not disable):
-        turns = 0
-
-        def on_turn(acted: int) -> None:
-            nonlocal turns
-            turns += acted
-            bar.set_postfix(turns=turns, refresh=True)
-
-        yield {"on_episode": lambda _: bar.update(), "on_turn": on_turn}
-
-
-@contextmanager
-def _redrawn(bar: Any, redraw: bool) -> Iterator[None]:
-    """Redraw ``bar`` every `REDRAW_SECONDS` from a daemon thread while inside (when ``redraw``)."""
-    if not redraw:
-        yield
-        return
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.wait(REDRAW_SECONDS):
-            bar.refresh()
-
-    thread = threading.Thread(target=run, name="searchgym-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-def run_episodes(
-    make_env: Callable[[], gym.Env],
-    make_agent: Callable[[], Agent],
-    tasks: Sequence[Task],
-    *,
-    n_envs: int = 1,
-    seed: int = 0,
-    on_episode: Callable[[Episode], None] | None = None,
-    on_turn: Callable[[int], None] | None = None,
-) -> list[Episode]:
-    """Play ``tasks`` with ``n_envs`` env-agent pairs; returns the episodes in task order
-    (``on_episode`` is called as each ends, ``on_turn`` as in `rollout`)."""
-    envs = [make_env() for _ in range(max(1, min(n_envs, len(tasks))))]
-    agents = [make_agent() for _ in envs]
-    episodes: list[Episode | None] = [None] * len(tasks)
-    try:
-        for i, ep in rollout(envs, agents, tasks, seed=seed, on_turn=on_turn):
-            episodes[i] = ep
-            if on_episode:
-                on_episode(ep)
-    finally:
-        for env in envs:
-            env.close()
-    return episodes  # type: ignore[return-value]  (every slot is filled)
-
-
-def sample_tasks(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
-    """The ``min(n, len(tasks))`` tasks that ``searchgym eval --n N --seed S`` plays: drawn without
-    replacement with ``seed``, in their order in ``tasks``."""
-    picks = np.random.default_rng(seed).choice(len(tasks), size=min(n, len(tasks)), replace=False)
-    return [tasks[int(i)] for i in sorted(picks)]
+def episode_figures(episode: Episode) -> dict[str, float]:
+    """One episode's figures, the single place they are computed: ``em``, ``f1``, ``cover_em``
+    (0 when it never answered), ``searches``, ``turns``, ``invalid`` (invalid turns),
+    ``truncated``, ``errors`` (1 when it ended with an error: ``Episode.error``, an agent
+    program's failure), ``return`` (the summed reward) and each reward term's sum as
+    ``reward/<name>``. Averaged over episodes they are ``searchgym eval``'s (`episode_metrics`);
+    the adapters report them per episode."""
+    return {
+        "em": episode.em,
+        "f1": episode.f1,
+        "cover_em": episode.cover_em,
+        "searches": float(episode.n_searches),
+        "turns": float(episode.n_turns),
+        "invalid": float(episode.n_invalid),
+        "truncated": float(episode.truncated),
+        "errors": float(episode.error is not None),
+        "return": episode.total_reward,
+        **{f"reward/{name}": value for name, value in episode.reward_components.items()},
+    }
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """The means every report of episodes shows (an unanswered episode scores 0): EM, F1,
-    searches, turns, the share of turns that were invalid, and the shares of episodes that were
-    truncated and that ended with an error (``Episode.error``: an agent program's failure)."""
-    turns = sum(ep.n_turns for ep in episodes)
+    """The means every report of episodes shows, from `episode_figures`: EM, F1, searches,
+    turns, the share of turns that were invalid (``invalid_rate``), and the shares of episodes
+    that were truncated and that ended with an error."""
+    figures = [episode_figures(ep) for ep in episodes]
+
+    def mean(name: str) -> float:
+        return fmean(f[name] for f in figures)
+
     return {
-        "em": fmean(ep.em for ep in episodes),
-        "f1": fmean(ep.f1 for ep in episodes),
-        "searches": fmean(ep.n_searches for ep in episodes),
-        "turns": fmean(ep.n_turns for ep in episodes),
-        "invalid_rate": sum(ep.n_invalid for ep in episodes) / max(turns, 1),
-        "truncated": fmean(ep.truncated for ep in episodes),
-        "errors": fmean(ep.error is not None for ep in episodes),
+        "em": mean("em"),
+        "f1": mean("f1"),
+        "searches": mean("searches"),
+        "turns": mean("turns"),
+        "invalid_rate": sum(f["invalid"] for f in figures) / max(sum(f["turns"] for f in figures), 1),
+        "truncated": mean("truncated"),
+        "errors": mean("errors"),
     }
 
 

@@ -8,10 +8,11 @@ frameworks that take a base URL and key read ``client.base_url`` and ``client.ap
 ``tools.answer``. Each tool call is a step of the env, so costs, tool errors, turn limits and the
 answer are scored by the env's own rubric, as for any agent.
 
-`ProgramPlayer` plays many episodes at once (one thread per env), each under a time limit that
+`ProgramPlayer` plays many episodes at once (one thread per env) against a `ModelEndpoint` (the
+gateway, `searchgym.agents.gateway.server.Gateway`, is one), each under a time limit that
 counts the program's own time: the wall-clock time since it started less the time in which its
 requests waited for the model (queued for a shared generation call, or being generated:
-`Gateway.waited_s`), so programs that wait for each other's batches are not timed out for it.
+`ModelEndpoint.waited_s`), so programs that wait for each other's batches are not timed out for it.
 Tool calls (the env's searches) are the program's own time. A hard wall-clock limit,
 `WALL_LIMIT_FACTOR` times the time limit, ends an episode whose generation hangs. A program that
 raises, runs past a limit, returns no answer, returns an answer the env refuses or sends
@@ -33,15 +34,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
-import openai
 
-from searchgym.agents.gateway.records import token_streams
-from searchgym.agents.gateway.server import Gateway
-from searchgym.agents.integrations.session import EPISODE_OVER, EnvSession, tool_message
-from searchgym.agents.rollout import Episode
+from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.session import EPISODE_OVER, EnvSession, tool_message
+from searchgym.agents.policies.agent import Trajectory
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams
 from searchgym.tasks.task import Task
@@ -84,6 +83,36 @@ def load_program(spec: str) -> Program:
     except ValueError:
         pass  # a builtin without a signature: called as it is
     return program
+
+
+@dataclass(frozen=True)
+class EndedEpisode:
+    """What a model endpoint recorded of one episode: its calls as token streams (the training
+    samples), and the errors its requests met."""
+
+    streams: list[Trajectory]
+    errors: list[str]
+
+
+class ModelEndpoint(Protocol):
+    """The model server that programs' episodes call, as `ProgramPlayer` uses it: an
+    OpenAI-compatible server at ``url`` (``url + "/v1"`` is the base URL) whose API keys are
+    episodes."""
+
+    url: str
+
+    def reseed(self, seed: int) -> None:
+        """Seed the model's sampling (no generation runs meanwhile)."""
+
+    def open_episode(self, name: str, params: SamplingParams | None = None) -> str:
+        """A new episode's API key; its calls sample with ``params``."""
+
+    def waited_s(self, key: str) -> float:
+        """Seconds so far in which the episode's requests waited for the model."""
+
+    def end_episode(self, key: str) -> EndedEpisode:
+        """End the episode of ``key`` (its requests are refused from now on), free what the
+        model kept of it, and return what was recorded."""
 
 
 class EpisodeTools:
@@ -132,20 +161,20 @@ class EpisodeTools:
 
 
 class ProgramPlayer:
-    """Plays ``program`` on envs through ``gateway``: an episode may take ``time_limit_s`` of the
-    program's own time (waits for the model aside) and ``wall_limit_s`` of wall-clock time
-    (default `WALL_LIMIT_FACTOR` times ``time_limit_s``)."""
+    """Plays ``program`` on envs against the model at ``endpoint``: an episode may take
+    ``time_limit_s`` of the program's own time (waits for the model aside) and ``wall_limit_s``
+    of wall-clock time (default `WALL_LIMIT_FACTOR` times ``time_limit_s``)."""
 
     def __init__(
         self,
         program: Program,
-        gateway: Gateway,
+        endpoint: ModelEndpoint,
         *,
         time_limit_s: float = 300.0,
         wall_limit_s: float | None = None,
     ) -> None:
         self.program = program
-        self.gateway = gateway
+        self.endpoint = endpoint
         self.time_limit_s = time_limit_s
         self.wall_limit_s = wall_limit_s or WALL_LIMIT_FACTOR * time_limit_s
 
@@ -159,9 +188,7 @@ class ProgramPlayer:
     ) -> list[Episode]:
         """One episode of every task, in task order, ``len(envs)`` at a time; task ``i`` is reset
         with seed ``seed + i`` and samples with ``params``."""
-        policy = self.gateway.policy
-        with self.gateway.batcher.lock:
-            policy.reseed(seed)
+        self.endpoint.reseed(seed)
         todo: queue.Queue = queue.Queue()
         for item in enumerate(tasks):
             todo.put(item)
@@ -193,21 +220,19 @@ class ProgramPlayer:
 
     def _play_one(self, session: EnvSession, task: Task, seed: int, params: SamplingParams) -> Episode:
         instructions, _ = session.reset(seed=seed, task=task)
-        key = self.gateway.open_episode(task.id, params)
+        key = self.endpoint.open_episode(task.id, params)
         tools = EpisodeTools(session, instructions)
-        limits = Limits(self.time_limit_s, self.wall_limit_s, lambda: self.gateway.waited_s(key))
-        result, error = run_program(self.program, task.question, self.gateway.url + "/v1", key, tools, limits)
-        log = self.gateway.close_episode(key)
+        limits = Limits(self.time_limit_s, self.wall_limit_s, lambda: self.endpoint.waited_s(key))
+        base_url = self.endpoint.url + "/v1"
+        result, error = run_program(self.program, task.question, base_url, key, tools, limits)
+        ended = self.endpoint.end_episode(key)
         tools.close()
         if error is None:
             error = self._submit(session, tools, result)
         episode = session.episode
         assert episode is not None
-        episode.error = "; ".join([e for e in [error, *log.errors] if e]) or None
-        episode.streams = token_streams(log.calls)
-        with self.gateway.batcher.lock:  # the engine's kept keys and values of this episode
-            for stream in episode.streams:
-                self.gateway.policy.forget(stream.prompt_ids + stream.ids)
+        episode.error = "; ".join([e for e in [error, *ended.errors] if e]) or None
+        episode.streams = ended.streams
         return episode
 
     @staticmethod
@@ -256,6 +281,8 @@ def run_program(
     """Run one episode of ``program`` in a thread of its own; its result, or what went wrong (it
     raised, or ran past one of its `Limits`: an async program is cancelled, a sync one is left to
     its daemon thread, its credentials and tools closed by the caller)."""
+    import openai  # the client a program gets; loaded when a program plays, not with the trainer
+
     outcome: dict[str, Any] = {}
     over = threading.Event()
 
@@ -295,6 +322,8 @@ async def _run_async(
     program: Program, question: str, credentials: dict[str, Any], tools: EpisodeTools, over: threading.Event
 ) -> Any:
     """Run an async program until it returns, or cancel it once ``over`` is set."""
+    import openai
+
     async with openai.AsyncOpenAI(**credentials) as client:
         task = asyncio.ensure_future(program(question, client, tools))
         while not task.done():
