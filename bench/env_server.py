@@ -39,8 +39,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from searchgym.agents import make_agent
-from searchgym.agents.integrations.openenv_client import SearchgymEnvClient
-from searchgym.agents.integrations.openenv_env import SearchgymAction
+from searchgym.agents.integrations.openenv.client import SearchgymEnvClient
+from searchgym.agents.integrations.openenv.messages import SearchgymAction
 from searchgym.agents.play.rollout import run_episodes, sample_tasks
 from searchgym.agents.play.session import EnvSession
 from searchgym.envs.protocols import TagsProtocol

@@ -23,6 +23,8 @@ from searchgym.errors import ConfigError
 from searchgym.registry import check_env_id, load_entry_point, load_plugins, takes, user_code
 
 NAMESPACE = "searchgym"
+DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+"""The env that ``searchgym eval``, ``serve-env`` and every trainer adapter play when given none."""
 _FACTORIES = "searchgym.envs.factories"
 
 # (Gymnasium name, dataset name in searchgym.tasks.datasets)

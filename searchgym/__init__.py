@@ -53,8 +53,8 @@ __all__ = [
 # an import on call), so that `import searchgym` never imports verifiers; __all__ names the
 # classes only where verifiers is installed, so that `from searchgym import *` works without it.
 _VERIFIERS = {
-    "SearchgymTaskset": "searchgym.agents.integrations.verifiers_taskset",
-    "SearchgymHarness": "searchgym.agents.integrations.verifiers_taskset",
+    "SearchgymTaskset": "searchgym.agents.integrations.verifiers.v0_4",
+    "SearchgymHarness": "searchgym.agents.integrations.verifiers.v0_4",
 }
 if importlib.util.find_spec("verifiers") is not None:
     __all__ += ["SearchgymHarness", "SearchgymTaskset"]
@@ -62,9 +62,9 @@ if importlib.util.find_spec("verifiers") is not None:
 
 def load_environment(**kwargs: object) -> object:
     """verifiers 0.3's entry point: ``verifiers.load_environment("searchgym", **kwargs)`` calls it.
-    Returns the env of `searchgym.agents.integrations.verifiers_legacy.load_environment` (imported
+    Returns the env of `searchgym.agents.integrations.verifiers.v0_3.load_environment` (imported
     on call, so that `import searchgym` never imports verifiers)."""
-    from searchgym.agents.integrations.verifiers_legacy import load_environment as load
+    from searchgym.agents.integrations.verifiers.v0_3 import load_environment as load
 
     return load(**kwargs)
 

@@ -12,8 +12,8 @@ from searchgym.errors import DependencyNotInstalled
 # side venv's tests (tests/agents/integrations/test_verl_adapter.py, test_verifiers_env.py).
 SIDE_VENV_MODULES = {
     "searchgym.agents.integrations.verl": "verl",
-    "searchgym.agents.integrations.verifiers_taskset": "verifiers",
-    "searchgym.agents.integrations.verifiers_legacy": "verifiers",
+    "searchgym.agents.integrations.verifiers.v0_4": "verifiers",
+    "searchgym.agents.integrations.verifiers.v0_3": "verifiers",
 }
 
 

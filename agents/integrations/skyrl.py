@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from searchgym.agents.play.episode import Episode, episode_figures
-from searchgym.agents.play.session import EnvSession, task_starts
+from searchgym.agents.play.session import EnvSession, row_task, task_starts
+from searchgym.envs.registry import DEFAULT_ENV
 from searchgym.errors import ConfigError, import_optional
 from searchgym.registry import use_env
 from searchgym.tasks.task import Task
@@ -44,7 +45,6 @@ _skyrl_gym = import_optional("skyrl_gym", "skyrl")
 _base_text_env = import_optional("skyrl_gym.envs.base_text_env", "skyrl")
 
 ENV_CLASS = "searchgym"
-DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 ENTRY_POINT = "searchgym.agents.integrations.skyrl:SkyRLEnv"
 CONFIG_KEYS = ("env_id", "env_kwargs", "imports")
 IMPORT_KEY = f"environment.skyrl_gym.{ENV_CLASS}.imports"
@@ -63,7 +63,12 @@ class SkyRLEnv(_base_text_env.BaseTextEnv):
             env_kwargs = _with_turn_limit(env_kwargs, int(extras["max_turns"]))
         self.session = EnvSession(env_id, **env_kwargs)
         self.max_turns = int(env_kwargs.get("max_turns", 8))
-        self.task = _row_task(self.session, extras)
+        self.task = row_task(
+            extras,
+            lambda task_id: self.session.task(task_id=task_id),
+            where=f"a SkyRL dataset row for {self.session.env_id}",
+            builder="searchgym.agents.integrations.skyrl.skyrl_dataset()",
+        )
         self.seed = None if extras.get("seed") is None else int(extras["seed"])
 
     @property
@@ -173,19 +178,6 @@ def _with_turn_limit(env_kwargs: dict[str, Any], max_turns: int) -> dict[str, An
             f"{max_turns}, which SkyRL hands every env as its turn limit: set generator.max_turns only"
         )
     return {**env_kwargs, "max_turns": max_turns}
-
-
-def _row_task(session: EnvSession, extras: Mapping[str, Any]) -> Task:
-    """The task of a dataset row: its ``task`` (JSON or a mapping) or ``task_id`` column."""
-    task = extras.get("task")
-    if task is not None:
-        return Task.from_dict(json.loads(task) if isinstance(task, str) else dict(task))
-    if extras.get("task_id") is not None:
-        return session.task(task_id=str(extras["task_id"]))
-    raise ConfigError(
-        f"a SkyRL dataset row for {session.env_id} needs a 'task' (JSON) or 'task_id' column; got columns "
-        f"{sorted(extras)}; build rows with searchgym.agents.integrations.skyrl.skyrl_dataset()"
-    )
 
 
 __all__ = ["ENV_CLASS", "SkyRLEnv", "register_skyrl_env", "skyrl_dataset"]

@@ -71,9 +71,9 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from searchgym.agents.play.session import EPISODE_OVER, tool_message
+from searchgym.agents.play.session import EPISODE_OVER, row_task, tool_message
 from searchgym.envs.protocols import ToolCallsProtocol
-from searchgym.envs.registry import make
+from searchgym.envs.registry import DEFAULT_ENV, make
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.tools import ANSWER, SEARCH, Tool, ToolCall
 from searchgym.errors import ConfigError
@@ -82,8 +82,6 @@ from searchgym.tasks.task import Task
 
 if TYPE_CHECKING:
     import datasets
-
-DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 
 
 def _tool_env(env: str | gym.Env, env_kwargs: dict[str, Any]) -> gym.Env:
@@ -148,15 +146,10 @@ class TrlEnv:
         """Start the episode of one dataset row: ``task`` is a task as JSON (`trl_dataset` writes
         it), else ``task_id`` names one of the env's own tasks. trl passes every column of the
         row, so the others (``prompt`` first) are ignored. Returns None: the prompt is the row's."""
-        if task is not None:
-            self.task = Task.from_dict(json.loads(task))
-        elif task_id is not None:
-            self.task = self._own_task(task_id)
-        else:
-            raise ConfigError(
-                f"a dataset row needs a 'task' (JSON) or 'task_id' column; got columns {sorted(row)}; "
-                "build rows with trl_dataset()"
-            )
+        given = {name: value for name, value in (("task", task), ("task_id", task_id)) if value is not None}
+        self.task = row_task(
+            {**row, **given}, self._own_task, where="a trl dataset row", builder="trl_dataset()"
+        )
         self.env.reset(options={"task": self.task})
         self.reward = 0.0
         self.calls = Counter()

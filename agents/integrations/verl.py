@@ -39,7 +39,8 @@ from typing import Any
 from uuid import uuid4
 
 from searchgym.agents.play.episode import episode_figures
-from searchgym.agents.play.session import EPISODE_OVER, EnvSession, Step, task_starts, tool_message
+from searchgym.agents.play.session import EPISODE_OVER, EnvSession, Step, row_task, task_starts, tool_message
+from searchgym.envs.registry import DEFAULT_ENV
 from searchgym.errors import ConfigError, import_optional
 from searchgym.registry import use_env
 from searchgym.tasks.task import Task
@@ -50,7 +51,6 @@ _base_tool = import_optional("verl.tools.base_tool", "verl")
 _schemas = import_optional("verl.tools.schemas", "verl")
 
 AGENT_NAME = "searchgym_agent"
-DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 
 
 @_agent_loop.register(AGENT_NAME)
@@ -301,16 +301,13 @@ def prepare_verl_data(
 
 def _row_task(session: EnvSession, where: Mapping[str, Any]) -> tuple[Task, int | None]:
     """The task (``task`` JSON or ``task_id``) and reset seed of a row's ``extra_info``."""
-    if where.get("task") is not None:
-        task = where["task"]
-        task = Task.from_dict(json.loads(task) if isinstance(task, str) else dict(task))
-    elif where.get("task_id") is not None:
-        task = session.task(task_id=str(where["task_id"]))
-    else:
-        raise ConfigError(
-            f"a verl row for {session.env_id} needs extra_info.task (JSON) or extra_info.task_id; got "
-            f"{sorted(where)}; build rows with searchgym.agents.integrations.verl.verl_rows()"
-        )
+    task = row_task(
+        where,
+        lambda task_id: session.task(task_id=task_id),
+        where=f"a verl row for {session.env_id}",
+        builder="searchgym.agents.integrations.verl.verl_rows()",
+        needs="extra_info.task (JSON) or extra_info.task_id",
+    )
     seed = where.get("seed")
     return task, None if seed is None else int(seed)
 

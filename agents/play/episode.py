@@ -132,7 +132,8 @@ def episode_figures(episode: Episode) -> dict[str, float]:
     """One episode's figures, the single place they are computed: ``em``, ``f1``, ``cover_em``
     (0 when it never answered), ``searches``, ``turns``, ``invalid`` (invalid turns),
     ``truncated``, ``errors`` (1 when it ended with an error: ``Episode.error``, an agent
-    program's failure), ``return`` (the summed reward) and each reward term's sum as
+    program's failure), ``tool_errors`` (steps whose tool failed), ``obs_tokens`` (tokens the
+    tools returned), ``return`` (the summed reward) and each reward term's sum as
     ``reward/<name>``. Averaged over episodes they are ``searchgym eval``'s (`episode_metrics`);
     the adapters report them per episode."""
     return {
@@ -144,6 +145,8 @@ def episode_figures(episode: Episode) -> dict[str, float]:
         "invalid": float(episode.n_invalid),
         "truncated": float(episode.truncated),
         "errors": float(episode.error is not None),
+        "tool_errors": float(episode.n_errors),
+        "obs_tokens": float(episode.obs_tokens),
         "return": episode.total_reward,
         **{f"reward/{name}": value for name, value in episode.reward_components.items()},
     }

@@ -16,8 +16,9 @@ across any transport.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,31 @@ def task_starts(session: EnvSession, tasks: Sequence[Task] | None = None, seed: 
         prompt, _ = session.reset(seed=seed + i, task=task)
         starts.append(TaskStart(task, prompt, seed + i))
     return starts
+
+
+def row_task(
+    row: Mapping[str, Any],
+    own_task: Callable[[str], Task],
+    *,
+    where: str,
+    builder: str,
+    needs: str = "a 'task' (JSON) or 'task_id' column",
+) -> Task:
+    """The task of one row of a trainer's dataset: its ``task`` (a task as JSON text or as a
+    mapping), else its ``task_id``, which ``own_task`` finds among the env's tasks. A row with
+    neither is a `ConfigError` that says ``where`` the row was, what it ``needs``, the columns it
+    has and the ``builder`` that writes such rows.
+
+    >>> row = {"task": '{"id": "t", "question": "Q?", "answers": ["A"]}', "prompt": "..."}
+    >>> row_task(row, None, where="a row", builder="rows()").answers
+    ('A',)
+    """
+    task = row.get("task")
+    if task is not None:
+        return Task.from_dict(json.loads(task) if isinstance(task, str) else dict(task))
+    if row.get("task_id") is not None:
+        return own_task(str(row["task_id"]))
+    raise ConfigError(f"{where} needs {needs}; got columns {sorted(row)}; build rows with {builder}")
 
 
 def jsonable(value: Any) -> Any:

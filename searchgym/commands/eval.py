@@ -26,7 +26,7 @@ from searchgym.commands.common import (
     generator_kwargs,
 )
 from searchgym.envs.contract import check_trainable_env
-from searchgym.envs.registry import make
+from searchgym.envs.registry import DEFAULT_ENV, make
 from searchgym.errors import SearchGymError
 from searchgym.files import check_writable_dir, file_name
 from searchgym.plots import plot_metric_by_group
@@ -34,7 +34,6 @@ from searchgym.registry import check_env_id
 from searchgym.retrievers.simulated import WritingProgress
 from searchgym.tasks.task import Task
 
-DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 PROGRAM_POLICY = "cpu:smollm2-135m-instruct"
 _COLUMNS = [
     ("n", "n", "{:d}"),

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 
-from searchgym.agents.integrations.limits import (
+from searchgym.agents.integrations.openenv.limits import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_SESSIONS,
 )
 from searchgym.commands.common import add_env_args, bounded_int
 from searchgym.commands.serve import add_allowed_hosts
-
-DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
+from searchgym.envs.registry import DEFAULT_ENV
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     # lazy: the openenv extra (optional), which imports the MCP SDK and gradio (3.5 s)
-    from searchgym.agents.integrations.env_server import create_env_app
+    from searchgym.agents.integrations.openenv.server import create_env_app
 
     max_bytes = args.max_message_kb * 1024
     app = create_env_app(

@@ -19,9 +19,9 @@ from mcp.client.streamable_http import streamable_http_client
 from websockets.sync.client import connect
 
 from searchgym.agents import make_agent
-from searchgym.agents.integrations.env_server import create_env_app
-from searchgym.agents.integrations.openenv_client import SearchgymEnvClient, play_episode
-from searchgym.agents.integrations.openenv_env import SearchgymAction
+from searchgym.agents.integrations.openenv.client import SearchgymEnvClient, play_episode
+from searchgym.agents.integrations.openenv.messages import SearchgymAction
+from searchgym.agents.integrations.openenv.server import create_env_app
 from searchgym.agents.play.episode import Episode, summarize
 from searchgym.agents.play.rollout import run_episodes, sample_tasks
 from searchgym.agents.play.session import EnvSession
@@ -279,7 +279,7 @@ def test_an_idle_session_is_closed_after_the_timeout():
 def test_the_openenv_rubric_is_the_envs_and_scores_each_step_as_the_env_does():
     """OpenEnv trainers read an env's ``rubric``: one child per reward term, named like it, whose
     weighted sum is the step's reward (costs and episode terms included)."""
-    from searchgym.agents.integrations.openenv_env import SearchgymEnvironment
+    from searchgym.agents.integrations.openenv.environment import SearchgymEnvironment
 
     rewards = {"format": 0.2, "per_search": 0.05, "terms": {"evidence_recall": 0.5}}
     env = SearchgymEnvironment(ENV, {"rewards": rewards}, reveal_answers=True)

@@ -13,8 +13,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from searchgym.agents import make_agent
-from searchgym.agents.integrations.env_server import IDLE_CLOSE_CODE, create_env_app
-from searchgym.agents.integrations.openenv_client import SearchgymEnvClient, play_episode
+from searchgym.agents.integrations.openenv.client import SearchgymEnvClient, play_episode
+from searchgym.agents.integrations.openenv.server import IDLE_CLOSE_CODE, create_env_app
 from searchgym.errors import ConfigError
 from searchgym.retrievers.server import ServerThread
 

@@ -6,8 +6,8 @@ import re
 
 from user_env import PLUGIN_ENV
 
-from searchgym.agents.integrations.env_server import create_env_app
-from searchgym.agents.integrations.openenv_client import SearchgymEnvClient, play_episode
+from searchgym.agents.integrations.openenv.client import SearchgymEnvClient, play_episode
+from searchgym.agents.integrations.openenv.server import create_env_app
 from searchgym.retrievers.server import ServerThread
 
 

@@ -17,7 +17,7 @@ from user_env import write_module
 
 import searchgym
 from searchgym.agents import make_agent, run_episodes, summarize
-from searchgym.agents.integrations.verifiers_env import DEFAULT_ENV, env_tasks, play, reward_weights
+from searchgym.agents.integrations.verifiers.shared import DEFAULT_ENV, env_tasks, play, reward_weights
 from searchgym.agents.play.rollout import sample_tasks
 from searchgym.agents.play.session import ANSWERED, EPISODE_OVER, TURN_LIMIT, EnvSession
 from searchgym.errors import DependencyNotInstalled

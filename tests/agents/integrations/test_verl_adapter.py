@@ -47,14 +47,17 @@ def test_verls_worker_pads_scores_and_logs_the_episode(report):
     assert tokens["worker_extra_keys"] == [
         "cover_em",
         "em",
+        "errors",
         "f1",
         "invalid",
+        "obs_tokens",
         "return",
         "reward/format",
         "reward/obs_tokens_1k",
         "reward/outcome",
         "reward/search_calls",
         "searches",
+        "tool_errors",
         "truncated",
         "turns",
     ]

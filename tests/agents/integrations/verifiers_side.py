@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for open
 from openai_server import OpenAIServer, Reply  # noqa: E402
 
 from searchgym.agents import make_agent  # noqa: E402
-from searchgym.agents.integrations.verifiers_env import DEFAULT_ENV, env_tasks  # noqa: E402
+from searchgym.agents.integrations.verifiers.shared import DEFAULT_ENV, env_tasks  # noqa: E402
 from searchgym.agents.play.episode import Episode, summarize  # noqa: E402
 from searchgym.agents.play.session import EnvSession, agent_reset_info  # noqa: E402
 from searchgym.envs.tools import ToolCall  # noqa: E402

@@ -4,7 +4,7 @@ import verifiers.
 verifiers 0.4 (the ``verifiers.v1`` API) loads a *taskset* by id: ``vf-eval searchgym ...``
 imports the module ``searchgym`` and takes the `Taskset` and `Harness` subclasses its ``__all__``
 exports, which ``searchgym/__init__.py`` forwards, lazily, to
-`searchgym.agents.integrations.verifiers_taskset`. It is built from these parts:
+`searchgym.agents.integrations.verifiers.v0_4`. It is built from these parts:
 
 - the tasks (`env_tasks`): the env's own, or the ``n`` that ``searchgym eval --n N --seed S``
   plays, each reset with ``seed + i`` as eval resets it; the prompt is the env's first
@@ -30,9 +30,9 @@ import gymnasium as gym
 from searchgym.agents.play.episode import Episode
 from searchgym.agents.play.rollout import sample_tasks
 from searchgym.agents.play.session import EPISODE_OVER, EnvSession, Step, TaskStart, task_starts, tool_message
+from searchgym.envs.registry import DEFAULT_ENV
 from searchgym.errors import ConfigError
 
-DEFAULT_ENV = "searchgym/FictionalQA-BM25-v0"
 INSTALL = 'pip install "searchgym[verifiers]"'
 
 __all__ = [

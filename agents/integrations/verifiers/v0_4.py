@@ -34,7 +34,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from searchgym.agents.integrations.verifiers_env import (
+from searchgym.agents.integrations.verifiers.shared import (
     DEFAULT_ENV,
     EPISODE_OVER,
     INSTALL,
@@ -43,7 +43,7 @@ from searchgym.agents.integrations.verifiers_env import (
     play,
     reward_weights,
 )
-from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.episode import Episode, episode_figures
 from searchgym.agents.play.session import EnvSession
 from searchgym.envs.tools import Tool
 from searchgym.errors import ConfigError, DependencyNotInstalled, import_optional
@@ -129,20 +129,9 @@ class SearchgymTask(vf.Task[SearchgymData, SearchgymState]):
 
     @vf.metric
     async def searchgym(self, trace: Any) -> dict[str, float]:
-        """The episode's scores and counters, as ``searchgym eval`` summarizes them."""
+        """The episode's figures (`episode_figures`; the reward terms are the rubric's own)."""
         ep = _episode(trace) or Episode.of(Task.from_dict(self.data.task))
-        return {
-            "em": ep.em,
-            "f1": ep.f1,
-            "cover_em": ep.cover_em,
-            "searches": ep.n_searches,
-            "turns": ep.n_turns,
-            "invalid": ep.n_invalid,
-            "errors": ep.n_errors,
-            "obs_tokens": ep.obs_tokens,
-            "truncated": float(ep.truncated),
-            "total_reward": ep.total_reward,
-        }
+        return {name: v for name, v in episode_figures(ep).items() if not name.startswith("reward/")}
 
 
 def _scored_task(weights: dict[str, float]) -> type[SearchgymTask]:

@@ -21,7 +21,7 @@ Whoever holds an MCP session's id (or an OpenEnv session's) plays its episode: t
 one play the same episode, their tool calls taking turns, each one step, in the order they arrive.
 A request whose JSON-RPC id is that of another request of the session still in flight is answered
 409 (the MCP SDK would route both answers to one of them and leave the other waiting forever).
-The server's guards (`searchgym.agents.integrations.guards`) check the Host and Origin of every
+The server's guards (`searchgym.agents.integrations.openenv.guards`) check the Host and Origin of every
 request, so the MCP SDK's own DNS-rebinding check is off.
 """
 
@@ -41,8 +41,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from searchgym.agents.integrations.guards import load_json, replay_body
-from searchgym.agents.integrations.openenv_env import NoEpisodeError, SearchgymEnvironment
+from searchgym.agents.integrations.openenv.environment import SearchgymEnvironment
+from searchgym.agents.integrations.openenv.guards import load_json, replay_body
+from searchgym.agents.integrations.openenv.messages import NoEpisodeError
 from searchgym.envs.tools import Tool
 
 TASK_PROMPT = "task"

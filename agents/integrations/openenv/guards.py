@@ -107,7 +107,7 @@ def load_json(data: bytes | str) -> Any:
     >>> load_json("[" * 100_000 + "]" * 100_000)
     Traceback (most recent call last):
     ...
-    searchgym.agents.integrations.guards.BadMessage: the JSON is nested deeper than 64 levels
+    searchgym.agents.integrations.openenv.guards.BadMessage: the JSON is nested deeper than 64 levels
     """
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data

@@ -13,7 +13,7 @@ Built on OpenEnv's own server (``openenv.core.env_server.HTTPEnvServer``), so an
 
 At most ``max_sessions`` sessions play at once (WebSocket and MCP together); one idle for
 ``idle_timeout_s`` is closed, and so is its WebSocket (code `IDLE_CLOSE_CODE`, with the reason),
-so that no client plays past the cap. Every route is guarded (`searchgym.agents.integrations.guards`):
+so that no client plays past the cap. Every route is guarded (`searchgym.agents.integrations.openenv.guards`):
 requests for names other than loopback ones and ``allowed_hosts``, or from browser pages other than
 loopback ones and ``allowed_origins``, are refused; a request body or WebSocket message over
 ``max_message_bytes`` is refused (413, or the WebSocket closes with 1009 and its session ends), and
@@ -37,23 +37,18 @@ from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig
 from starlette.routing import Route
 
-from searchgym.agents.integrations.guards import (
-    CURRENT_SOCKET,
-    AccessCheck,
-    MessageCheck,
-    Socket,
-)
-from searchgym.agents.integrations.limits import (
+from searchgym.agents.integrations.openenv.environment import SearchgymEnvironment
+from searchgym.agents.integrations.openenv.guards import CURRENT_SOCKET, AccessCheck, MessageCheck, Socket
+from searchgym.agents.integrations.openenv.limits import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_SESSIONS,
 )
-from searchgym.agents.integrations.mcp_endpoint import McpEndpoint
-from searchgym.agents.integrations.openenv_env import (
+from searchgym.agents.integrations.openenv.mcp_endpoint import McpEndpoint
+from searchgym.agents.integrations.openenv.messages import (
     BadResetError,
     NoEpisodeError,
     SearchgymAction,
-    SearchgymEnvironment,
     SearchgymObservation,
     SearchgymState,
 )

@@ -23,7 +23,11 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
 from searchgym.agents.base import Agent
-from searchgym.agents.integrations.openenv_env import SearchgymAction, SearchgymObservation, SearchgymState
+from searchgym.agents.integrations.openenv.messages import (
+    SearchgymAction,
+    SearchgymObservation,
+    SearchgymState,
+)
 from searchgym.agents.play.episode import Episode
 from searchgym.agents.play.session import agent_reset_info
 

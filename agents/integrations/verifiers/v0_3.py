@@ -3,7 +3,7 @@
 ``verifiers.load_environment("searchgym", **kwargs)`` imports the module named by the id
 (``searchgym``) and calls its ``load_environment(**kwargs)``, which ``searchgym/__init__.py``
 forwards here. It returns a `SearchgymEnv`, a verifiers ``MultiTurnEnv`` built from the same parts
-as the verifiers 0.4 taskset (`searchgym.agents.integrations.verifiers_env`):
+as the verifiers 0.4 taskset (`searchgym.agents.integrations.verifiers.shared`):
 
 - its dataset holds the tasks of `env_tasks`, the prompt being the env's first observation; each
   row's ``info`` carries the task and the seed its env is reset with (as JSON);
@@ -17,7 +17,7 @@ as the verifiers 0.4 taskset (`searchgym.agents.integrations.verifiers_env`):
   reward; `METRICS` (EM, F1, searches) ride along with weight 0.
 
 With verifiers 0.4 installed this module refuses to load and points to the taskset
-(`searchgym.agents.integrations.verifiers_taskset`), which refuses verifiers 0.3 in turn.
+(`searchgym.agents.integrations.verifiers.v0_4`), which refuses verifiers 0.3 in turn.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from searchgym.agents.integrations.verifiers_env import (
+from searchgym.agents.integrations.verifiers.shared import (
     DEFAULT_ENV,
     INSTALL,
     env_tasks,
@@ -34,7 +34,7 @@ from searchgym.agents.integrations.verifiers_env import (
     play,
     reward_weights,
 )
-from searchgym.agents.play.episode import Episode
+from searchgym.agents.play.episode import Episode, episode_figures
 from searchgym.agents.play.session import EnvSession
 from searchgym.errors import ConfigError, DependencyNotInstalled
 from searchgym.registry import use_env
@@ -61,11 +61,12 @@ from datasets import Dataset  # noqa: E402  (a dependency of verifiers)
 
 __all__ = ["METRICS", "SearchgymEnv", "load_environment"]
 
-METRICS: dict[str, Callable[[Episode], float]] = {
-    "em": lambda episode: episode.em,
-    "f1": lambda episode: episode.f1,
-    "searches": lambda episode: episode.n_searches,
-}
+
+def _figure(name: str) -> Callable[[Episode], float]:
+    return lambda episode: episode_figures(episode)[name]
+
+
+METRICS: dict[str, Callable[[Episode], float]] = {name: _figure(name) for name in ("em", "f1", "searches")}
 """The rubric's metrics (weight 0) besides the reward components, as ``searchgym eval`` scores them."""
 
 
