@@ -18,7 +18,8 @@ from searchgym.retrievers import BM25, Doc
 from searchgym.retrievers.server import Limits, ServerThread, create_app
 from searchgym.tasks.world import load_world
 
-LOGGER = "searchgym.serving"  # the hardened serving every server of searchgym runs on
+LOGGER = "searchgym.retrievers.server"
+SERVING = "searchgym.serving"  # the hardened serving every server of searchgym runs on: the deadline
 HANG_GUARD_S = 30  # a socket read that would block forever without the change fails the test instead
 
 
@@ -36,7 +37,7 @@ def server(tiny_corpus_path):
     """A server with a 0.5 s read timeout, and every record its logger and uvicorn's log."""
     with ServerThread(create_app(BM25.from_corpus(tiny_corpus_path), read_timeout=0.5)) as running:
         records = Records()
-        loggers = [logging.getLogger(name) for name in (LOGGER, "uvicorn.error", "uvicorn")]
+        loggers = [logging.getLogger(name) for name in (LOGGER, SERVING, "uvicorn.error", "uvicorn")]
         for logger in loggers:  # after uvicorn configured its loggers, which would drop the handler
             logger.addHandler(records)
         running.records = records.records

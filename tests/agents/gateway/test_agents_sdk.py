@@ -104,9 +104,9 @@ def call(name, **arguments):
 def play(policy, env, task):
     """One episode of the program on ``task``, through a gateway in front of ``policy``; what left
     the machine meanwhile."""
-    player = ProgramPlayer(load_program(PROGRAM), Gateway(policy, PARAMS), time_limit_s=60)
-    with player.gateway, watch_network() as outside:
-        (episode,) = player.play([env], [task], PARAMS, seed=0)
+    program = load_program(PROGRAM)
+    with Gateway(policy, PARAMS) as gateway, watch_network() as outside:
+        (episode,) = ProgramPlayer(program, gateway, time_limit_s=60).play([env], [task], PARAMS, seed=0)
     env.close()
     return episode, outside
 
