@@ -25,16 +25,18 @@ class _Scripted:
     """Common bookkeeping: the protocol and task of the episode."""
 
     protocol: ActionProtocol
+    think = True
+    """Whether a turn starts with its ``<think>`` thought."""
 
     def reset(self, info: dict[str, Any]) -> None:
         self.protocol = info["protocol"]
         self.task = info["task"]
         self.turn = 0
 
-    def _say(self, thought: str | None, tool: str, value: str | None = None) -> str:
-        return self.protocol.format_turn(thought, tool, value)
+    def _say(self, thought: str, tool: str, value: str | None = None) -> str:
+        return self.protocol.format_turn(thought if self.think else None, tool, value)
 
-    def _conclude(self, thought: str | None, answer: str) -> str:
+    def _conclude(self, thought: str, answer: str) -> str:
         """Answer; where the protocol has no ``answer`` tool, call the first tool that takes no
         argument instead (the planner env's ``finish``: its generator answers)."""
         if any(t.name == "answer" for t in self.protocol.tools):
@@ -96,13 +98,10 @@ class OracleAgent(_Scripted):
         self.turn += 1
         if self.turn <= len(self.queries):
             query = self.queries[self.turn - 1]
-            return self._say(self._thought(f"Step {self.turn}: I need to find out about {query}."), "search", query)
+            return self._say(f"Step {self.turn}: I need to find out about {query}.", "search", query)
         if self.verify and self.turn == len(self.queries) + 1:
-            return self._say(self._thought("Let me check the answer once more."), "search", self.task.question)
-        return self._conclude(self._thought("I have found everything I need."), self.task.answers[0])
-
-    def _thought(self, text: str) -> str | None:
-        return text if self.think else None
+            return self._say("Let me check the answer once more.", "search", self.task.question)
+        return self._conclude("I have found everything I need.", self.task.answers[0])
 
 
 class HeuristicAgent(_Scripted):
