@@ -146,10 +146,8 @@ class TrlEnv:
         """Start the episode of one dataset row: ``task`` is a task as JSON (`trl_dataset` writes
         it), else ``task_id`` names one of the env's own tasks. trl passes every column of the
         row, so the others (``prompt`` first) are ignored. Returns None: the prompt is the row's."""
-        given = {name: value for name, value in (("task", task), ("task_id", task_id)) if value is not None}
-        self.task = row_task(
-            {**row, **given}, self._own_task, where="a trl dataset row", builder="trl_dataset()"
-        )
+        row = {**row, "task": task, "task_id": task_id}
+        self.task = row_task(row, self._own_task, where="a trl dataset row", builder="trl_dataset()")
         self.env.reset(options={"task": self.task})
         self.reward = 0.0
         self.calls = Counter()

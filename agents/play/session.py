@@ -191,9 +191,10 @@ def row_task(
     needs: str = "a 'task' (JSON) or 'task_id' column",
 ) -> Task:
     """The task of one row of a trainer's dataset: its ``task`` (a task as JSON text or as a
-    mapping), else its ``task_id``, which ``own_task`` finds among the env's tasks. A row with
-    neither is a `ConfigError` that says ``where`` the row was, what it ``needs``, the columns it
-    has and the ``builder`` that writes such rows.
+    mapping), else its ``task_id``, which ``own_task`` finds among the env's tasks (a column that
+    holds None counts as absent). A row with neither is a `ConfigError` that says ``where`` the
+    row was, what it ``needs``, the columns that hold a value and the ``builder`` that writes such
+    rows.
 
     >>> row = {"task": '{"id": "t", "question": "Q?", "answers": ["A"]}', "prompt": "..."}
     >>> row_task(row, None, where="a row", builder="rows()").answers
@@ -204,7 +205,8 @@ def row_task(
         return Task.from_dict(json.loads(task) if isinstance(task, str) else dict(task))
     if row.get("task_id") is not None:
         return own_task(str(row["task_id"]))
-    raise ConfigError(f"{where} needs {needs}; got columns {sorted(row)}; build rows with {builder}")
+    columns = sorted(name for name, value in row.items() if value is not None)
+    raise ConfigError(f"{where} needs {needs}; got columns {columns}; build rows with {builder}")
 
 
 def jsonable(value: Any) -> Any:
