@@ -52,6 +52,10 @@ class GRPOConfig:
     """Registered env id; it must accept ``split`` (train on ``train_split``, evaluate on ``eval_split``)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments of the env factory (e.g. ``hops: [2]``, ``n_passages``)."""
+    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Arguments of the env factory that differ in the evaluations, over ``env_kwargs``: e.g.
+    train on 1- and 2-hop questions (``env_kwargs: {hops: [1, 2]}``) and evaluate on 2-hop ones
+    (``eval_env_kwargs: {hops: [2]}``)."""
     train_split: str = "train"
     """The env's split the training tasks come from."""
     eval_split: str = "dev"
@@ -248,16 +252,18 @@ class GRPOConfig:
         (a factory that takes ``**options`` checks those when it is made, before any model loads)."""
         check_env_id(self.env)
         owned = {"split": "train_split and eval_split", "max_turns": "max_turns", "rewards": "rewards"}
-        for key in self.env_kwargs:
-            if key in owned:
-                raise ConfigError(f"env_kwargs: {key} is set by the config key(s) {owned[key]}; set it there")
+        for name in ("env_kwargs", "eval_env_kwargs"):
+            for key in getattr(self, name):
+                if key in owned:
+                    raise ConfigError(f"{name}: {key} is set by the config key(s) {owned[key]}; set it there")
         entry = gym.spec(self.env).entry_point
         creator = load_env_creator(entry) if isinstance(entry, str) else entry
-        unknown = [key for key in ("split", *self.env_kwargs) if not takes(creator, key)]
+        keys = dict.fromkeys(("split", *self.env_kwargs, *self.eval_env_kwargs))
+        unknown = [key for key in keys if not takes(creator, key)]
         if unknown:
             raise ConfigError(
                 f"{self.env} takes no {', '.join(map(repr, unknown))} (its factory is {entry}); "
-                + ("train needs an env with splits" if "split" in unknown else "check env_kwargs")
+                + ("train needs an env with splits" if "split" in unknown else "check env_kwargs and eval_env_kwargs")
             )
 
     def _check_agents_and_policy(self) -> None:

@@ -31,11 +31,17 @@ DRAW_PRIME = 31
 
 
 def make_env(cfg: GRPOConfig, split: str) -> gym.Env:
-    """``cfg.env`` on ``split``, with the run's turn limit, env options and reward weights."""
-    kwargs = {"split": split, "max_turns": cfg.max_turns, **cfg.env_kwargs}
+    """``cfg.env`` on ``split``, with the run's turn limit, env options and reward weights (and,
+    on the eval split, the evaluations' own env options)."""
+    kwargs = {"split": split, "max_turns": cfg.max_turns, **env_kwargs(cfg, split)}
     if cfg.rewards:
         kwargs["rewards"] = cfg.rewards
     return make(cfg.env, **kwargs)
+
+
+def env_kwargs(cfg: GRPOConfig, split: str) -> dict[str, Any]:
+    """The env options of ``split``: ``env_kwargs``, with ``eval_env_kwargs`` over them on the eval split."""
+    return cfg.env_kwargs | cfg.eval_env_kwargs if split == cfg.eval_split else dict(cfg.env_kwargs)
 
 
 def check_splits_apart(cfg: GRPOConfig) -> None:

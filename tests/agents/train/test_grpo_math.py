@@ -255,6 +255,15 @@ def test_config_reads_yaml_and_overrides(tmp_path):
     assert cfg.info_gain_weight == 1.0
 
 
+def test_eval_env_kwargs_apply_to_the_evaluations_only():
+    from searchgym.agents.train.schedule import make_env
+
+    cfg = GRPOConfig(env_kwargs={"hops": [1, 2], "n_passages": 300}, eval_env_kwargs={"hops": [2]})
+    trained, evaluated = make_env(cfg, cfg.train_split), make_env(cfg, cfg.eval_split)
+    assert {t.metadata["hops"] for t in trained.unwrapped.tasks} == {1, 2}
+    assert {t.metadata["hops"] for t in evaluated.unwrapped.tasks} == {2}
+
+
 def test_chunked_logprobs_and_their_gradients_match_an_unchunked_log_softmax(monkeypatch, tiny_llama_dir):
     from transformers import AutoModelForCausalLM
 
