@@ -74,7 +74,7 @@ from searchgym.agents.train.config import load_config
 from searchgym.agents.train.engine import load_policies, sync_rollout_weights
 from searchgym.agents.train.freeze import decoder_blocks, freeze_all_but, top_modules
 from searchgym.agents.train.grpo import _reference_model, _use_bf16, training_rubric
-from searchgym.agents.train.rewards import score_groups
+from searchgym.agents.train.rewards import Scorer, score_groups
 from searchgym.agents.train.schedule import first_round_size, make_env, split_warm_start
 from searchgym.agents.train.update import update
 from searchgym.envs.contract import check_trainable_env
@@ -556,7 +556,7 @@ def play_phases(cfg: Any, job: SimpleNamespace, steps: int, rec: Recorder, bar: 
         trained = [ep for group in groups for ep in group]
         with rec.timing("scoring"):
             samples, _ = score_groups(
-                groups, job.rubric, cfg, model, tokenizer, job.protocol, engine.cached_kv
+                groups, job.rubric, cfg, Scorer(model, tokenizer, job.protocol, engine.cached_kv)
             )
             engine.drop_caches()
         rec.keep_episodes("scoring", trained)
@@ -625,7 +625,7 @@ def main() -> None:
     print(f"{args.config}, model {cfg.model}: {args.steps} step(s) of {cfg.tasks_per_step} tasks x "
           f"{cfg.group_size} episodes, max_new_tokens {cfg.max_new_tokens}, trainable_layers "
           f"{cfg.trainable_layers}, micro_batch_size {cfg.micro_batch_size}, share_prompts "
-          f"{cfg.share_prompts}, info_gain {cfg.info_gain}; eval {eval_tasks} tasks\n")  # fmt: skip
+          f"{cfg.share_prompts}, trainer terms {cfg.trainer_terms}; eval {eval_tasks} tasks\n")  # fmt: skip
     print_table(rows)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

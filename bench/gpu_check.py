@@ -182,7 +182,9 @@ def train_config(model: str, run_dir: Path):
         max_turns=2,
         max_new_tokens=8,
         lr=1e-3,
-        info_gain=1.0,  # a random model never answers right: the gain still makes rewards differ
+        rewards={
+            "terms": {"info_gain": 1.0}
+        },  # a random model never answers right: the gain still makes rewards differ
         dynamic_sampling=True,
         max_refill_rounds=1,
         guide="oracle",  # its episodes make the random model's groups informative: a real gradient

@@ -31,7 +31,8 @@ BASE = dict(
     max_turns=2,
     max_new_tokens=8,
     lr=1e-3,
-    info_gain=1.0,  # a random model never answers right: information gain makes rewards differ
+    # a random model never answers right: information gain makes rewards differ
+    rewards={"terms": {"info_gain": 1.0}},
     micro_batch_size=3,
     eval_tasks=2,
     checkpoint_every=2,
@@ -48,20 +49,18 @@ CONFIGS = {
     "warm_kl_costs_terms": {
         "warm_start_episodes": 4,
         "kl_coef": 0.1,
-        "rewards": {"per_search": 0.05, "format": 0.2, "terms": {"evidence_recall": 0.3}},
+        "rewards": {"per_search": 0.05, "format": 0.2, "terms": {"evidence_recall": 0.3, "info_gain": 1.0}},
     },
     "guide_tis": {
         "guide": "oracle",
         "max_turns": 4,
         "tis_cap": 2.0,
-        "info_gain": 0.0,
         "rewards": {"per_1k_obs_tokens": 0.5, "cost_only_if_correct": True},
     },
     "planner": {
         "env": "searchgym/FictionalQA-Planner-v0",
         "env_kwargs": {"n_passages": 300},
         "rewards": {"per_turn": 0.01, "terms": {"evidence_recall": 0.5}},
-        "info_gain": 0.0,
     },
 }
 

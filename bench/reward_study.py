@@ -3,8 +3,9 @@ same dev tasks, compared paired with the start and with the first arm.
 
     # the information-gain study (docs/results.md; the checkpoint is the main job's warm start)
     python bench/reward_study.py --start runs/quickstart/checkpoints/step-000000 --out runs/study \
-        --arm "outcome info_gain=0" --arm "info_gain info_gain=1.0" \
-        --arm "igpo info_gain=1.0 advantage=igpo" --arm "outcome_20 info_gain=0 steps=20"
+        --arm "outcome rewards.terms.info_gain=0" --arm "info_gain rewards.terms.info_gain=1.0" \
+        --arm "igpo rewards.terms.info_gain=1.0 advantage=igpo" \
+        --arm "outcome_20 rewards.terms.info_gain=0 steps=20"
 
 An arm is a name and ``KEY=VALUE`` overrides (as ``searchgym train --set``, quoted where a value
 has spaces) of ``--config`` with ``model=START warm_start_episodes=0 eval_tasks=0 steps=STEPS``:
@@ -41,7 +42,8 @@ def parse_arm(spec: str) -> tuple[str, list[str]]:
     name, *overrides = shlex.split(spec)
     if not overrides or not all("=" in o for o in overrides):
         raise SystemExit(
-            f"--arm {spec!r}: give a name, then KEY=VALUE overrides, e.g. --arm 'ig info_gain=1.0'"
+            f"--arm {spec!r}: give a name, then KEY=VALUE overrides, "
+            "e.g. --arm 'ig rewards.terms.info_gain=1.0'"
         )
     return name, overrides
 

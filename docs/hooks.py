@@ -21,7 +21,6 @@ import shutil
 from pathlib import Path
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
@@ -30,7 +29,7 @@ from searchgym.agents.train.config import GRPOConfig
 from searchgym.cli import build_parser
 from searchgym.config_types import describe, field_docs
 from searchgym.envs.factories import search_env
-from searchgym.envs.registry import list_ids
+from searchgym.envs.registry import env_factory, list_ids
 from searchgym.envs.rewards import RewardWeights
 from searchgym.envs.search_env import SearchEnv
 
@@ -83,9 +82,7 @@ def environments() -> str:
     ]
     for env_id in list_ids("searchgym"):
         spec = gym.registry[env_id]
-        creator = spec.entry_point
-        if isinstance(creator, str):
-            creator = load_env_creator(creator)
+        creator = env_factory(env_id)
         doc = inspect.getdoc(creator) or ""
         lines += [f"## `{env_id}`", "", " ".join(doc.split("\n\n")[0].split()), ""]
         fixed = set(spec.kwargs)

@@ -15,7 +15,6 @@ import gymnasium as gym
 from searchgym.config_types import known_fields
 from searchgym.envs.backends import file_corpus, make_retriever, world_corpus
 from searchgym.envs.rewards import RewardWeights
-from searchgym.envs.rubric import with_rubric
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.self_search import SelfSearchEnv
 from searchgym.envs.simulated import SimulatedSearchEnv
@@ -52,7 +51,7 @@ def search_env(
     `searchgym.envs.observations.count_tokens` counts them, so at most 6 characters each)."""
     check_options(options)
     env = SearchEnv(tasks, retriever, rewards=reward_weights(rewards), **options)
-    return with_rubric(TurnLimit(env, max_turns))
+    return TurnLimit(env, max_turns)
 
 
 def qa_env(
@@ -190,7 +189,7 @@ def fictional_self_search(
     questions, `env_tasks`)."""
     tasks = world_tasks(task_set, split, hops, seed, n_passages)
     weights = reward_weights(rewards) if rewards is not None else None
-    return with_rubric(TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns))
+    return TurnLimit(SelfSearchEnv(tasks, rewards=weights), max_turns)
 
 
 def fictional_simulated(
@@ -241,7 +240,7 @@ def fictional_simulated(
         namespace=namespace,
     )
     env = SimulatedSearchEnv(tasks, simulated, rewards=reward_weights(rewards), **options)
-    return with_rubric(TurnLimit(env, max_turns))
+    return TurnLimit(env, max_turns)
 
 
 def mini_wiki(

@@ -18,7 +18,6 @@ from searchgym.envs.planner_env import (
     PlannerTurnLimit,
 )
 from searchgym.envs.reader import ExtractiveReader
-from searchgym.envs.rubric import with_rubric
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams, TextGenerator
 
@@ -72,4 +71,4 @@ def fictional_planner(
         generator_params=params,
         **options,
     )
-    return with_rubric(PlannerTurnLimit(env, max_turns))
+    return PlannerTurnLimit(env, max_turns)

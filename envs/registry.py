@@ -1,7 +1,9 @@
 """searchgym's environments in Gymnasium's registry, namespace ``searchgym/``.
 
-Entry points are strings, so a backend's heavy imports happen only when its env is made.
-``searchgym.make(id)`` and ``gymnasium.make(id)`` (after ``import searchgym``) give the same env.
+Every env searchgym registers has an `EnvEntryPoint`: its factory (named by a string, so a
+backend's heavy imports happen only when its env is made), then the episode terms of the env's
+rubric, applied there once for every env, a user's included. ``searchgym.make(id)`` and
+``gymnasium.make(id)`` (after ``import searchgym``) give the same env.
 Every function here that looks an id up loads the installed plug-ins first
 (`searchgym.registry.load_plugins`, once per process), so a plug-in's envs are there without an
 import; ``gymnasium.make`` alone finds them after `searchgym.load_plugins()`.
@@ -12,12 +14,14 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from searchgym.envs.rewards import RewardWeights
+from searchgym.envs.rubric import with_rubric
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
 from searchgym.registry import check_env_id, load_entry_point, load_plugins, takes, user_code
@@ -89,29 +93,60 @@ def register(
             )
         from searchgym.envs.factories import qa_env  # lazy: retrievers, tasks and models (0.6 s)
 
-        entry_point = functools.partial(qa_env, tasks, retriever)
+        entry = EnvEntryPoint(functools.partial(qa_env, tasks, retriever))
     else:
-        entry_point = functools.partial(_user_env, entry_point)
-    gym.register(id=id, entry_point=entry_point, **kwargs)
+        entry = EnvEntryPoint(entry_point, user=True)
+    gym.register(id=id, entry_point=entry, **kwargs)
 
 
-def _user_env(entry_point: str | Callable[..., gym.Env], max_turns: int = 8, **kwargs: Any) -> gym.Env:
-    """A user's factory, called with the keyword arguments it takes (a clear error for the others),
-    under a `TurnLimit` of ``max_turns`` unless it takes ``max_turns`` itself."""
-    factory = load_entry_point(entry_point) if isinstance(entry_point, str) else entry_point
-    unknown = sorted(k for k in kwargs if not takes(factory, k))
-    if unknown:
-        raise ConfigError(
-            f"{getattr(factory, '__name__', factory)!r} takes no {', '.join(map(repr, unknown))}: add "
-            f"{'it' if len(unknown) == 1 else 'them'} to its parameters (searchgym train passes split, "
-            "max_turns and rewards; searchgym eval passes the -E options)"
-        )
-    with user_code(f"the env factory {getattr(factory, '__name__', factory)!r}"):
-        if takes(factory, "max_turns"):
-            return factory(max_turns=max_turns, **kwargs)
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
-        return TurnLimit(factory(**kwargs), max_turns)
+@dataclass(frozen=True)
+class EnvEntryPoint:
+    """The Gymnasium entry point of every env searchgym registers: the env ``factory`` (a
+    callable or ``"module:attr"``, loaded at the first make), then `with_rubric`, which adds the
+    episode terms of the env's rubric to the step that ends an episode. So `make` applies them
+    once, for every env, as Gymnasium's ``make`` applies the wrappers a spec names.
+
+    A ``user`` factory is called with the keyword arguments it takes (a clear error for the
+    others), under a `TurnLimit` of ``max_turns`` unless it takes ``max_turns`` itself, and what it
+    raises becomes a `ConfigError` naming it; searchgym's own factories take ``max_turns``."""
+
+    factory: str | Callable[..., gym.Env]
+    user: bool = False
+
+    def load(self) -> Callable[..., gym.Env]:
+        """The factory itself (the function whose parameters say which options the env takes)."""
+        if not isinstance(self.factory, str):
+            return self.factory
+        return load_entry_point(self.factory) if self.user else load_env_creator(self.factory)
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        return with_rubric(self._user_env(**kwargs) if self.user else self.load()(**kwargs))
+
+    def _user_env(self, max_turns: int = 8, **kwargs: Any) -> gym.Env:
+        factory = self.load()
+        name = getattr(factory, "__name__", factory)
+        unknown = sorted(k for k in kwargs if not takes(factory, k))
+        if unknown:
+            raise ConfigError(
+                f"{name!r} takes no {', '.join(map(repr, unknown))}: add "
+                f"{'it' if len(unknown) == 1 else 'them'} to its parameters (searchgym train passes split, "
+                "max_turns and rewards; searchgym eval passes the -E options)"
+            )
+        with user_code(f"the env factory {name!r}"):
+            if takes(factory, "max_turns"):
+                return factory(max_turns=max_turns, **kwargs)
+            if max_turns < 1:
+                raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
+            return TurnLimit(factory(**kwargs), max_turns)
+
+
+def env_factory(id: str) -> Callable[..., Any]:
+    """The factory env ``id`` is made by, whose parameters say which options it takes (a
+    registered id; Gymnasium's own envs give their entry point, loaded)."""
+    entry = gym.spec(id).entry_point
+    if isinstance(entry, EnvEntryPoint):
+        return entry.load()
+    return load_env_creator(entry) if isinstance(entry, str) else entry
 
 
 def make(id: str, **kwargs: Any) -> gym.Env:
@@ -127,10 +162,7 @@ def check_rewards(id: str, rewards: dict[str, Any]) -> None:
     planner's `PlannerRewards` adds ``per_turn``), `RewardWeights` by default. An unregistered
     id is left for `make` to report."""
     load_plugins()
-    entry_point = gym.registry[id].entry_point if id in gym.registry else None
-    if isinstance(entry_point, str):
-        entry_point = load_env_creator(entry_point)
-    weights_class(entry_point).parse(rewards)
+    weights_class(env_factory(id) if id in gym.registry else None).parse(rewards)
 
 
 def weights_class(factory: Any) -> type[RewardWeights]:
@@ -176,7 +208,7 @@ def _register_builtin() -> None:
     ]
     for env_id, entry_point, kwargs in builtin:
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs)
+            gym.register(id=env_id, entry_point=EnvEntryPoint(entry_point), kwargs=kwargs)
 
 
 _register_builtin()

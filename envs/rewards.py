@@ -19,7 +19,7 @@ from typing import Any, Literal
 from searchgym.config_types import check_field_types, known_fields
 from searchgym.envs.rubric import Rubric, Term
 from searchgym.errors import ConfigError
-from searchgym.registry import REWARDS
+from searchgym.registry import REWARDS, TRAINER_REWARDS
 from searchgym.tasks.metrics import cover_em, exact_match, f1
 
 OutcomeMetric = Literal["em", "f1", "cover_em"]
@@ -63,6 +63,11 @@ class RewardWeights:
         for name, weight in self.terms.items():
             if isinstance(weight, bool) or not isinstance(weight, (int, float)):
                 raise ConfigError(f"the weight of reward term {name!r} must be a number, got {weight!r}")
+            if name in TRAINER_REWARDS:
+                raise ConfigError(
+                    f"{name!r} is a trainer term: it reads the policy, so the trainer scores it and an env "
+                    "cannot; weigh it in searchgym train's config, rewards: {terms: {" + name + ": ...}}"
+                )
             REWARDS.spec(name)  # an unknown name fails here, suggesting the closest
 
     @classmethod

@@ -11,7 +11,10 @@ A reward is the weighted sum of terms. Each `Term` declares when it is scored:
   named in ``RewardWeights.terms`` as ``{name: weight}`` where ``name`` is registered
   (`searchgym.register_reward`) or ``module:attr``; `EpisodeTerms` adds them to the step that ends
   the episode (answered or truncated);
-- ``trainer`` terms need the policy itself and are computed by the trainer: ``info_gain`` (IGPO).
+- ``trainer`` terms need the policy itself and are scored by the trainer,
+  ``fn(episodes, scorer) -> [[value per turn] per episode]``: ``info_gain`` (IGPO), or a user's
+  (``searchgym.register_reward(name, fn, level="trainer")``). `searchgym train` weighs them in the
+  same ``rewards.terms`` and adds them to the env's rubric (`Rubric.plus`).
 
 An env's `Rubric` is ``env.unwrapped.rubric``; ``info["reward_components"][name]`` is each step or
 episode term's value (unweighted). Adapters hand the rubric to other trainers as named, weighted
@@ -79,19 +82,22 @@ def evidence_recall(episode: EpisodeRecord) -> float:
 
 @dataclass(frozen=True)
 class Term:
-    """One named reward term: its weight, when it is scored, for an ``episode`` term the function
-    that scores it (``step`` terms are measured by the env, ``trainer`` terms by the trainer), and
-    what it measures in one line (``searchgym list rewards``). A cost has a negative weight."""
+    """One named reward term: its weight, when it is scored, for an ``episode`` or ``trainer`` term
+    the function that scores it (``step`` terms are measured by the env itself), and what it
+    measures in one line (``searchgym list rewards``). A cost has a negative weight."""
 
     name: str
     weight: float
     when: When = "step"
-    fn: RewardFn | None = None
+    fn: Callable[..., Any] | None = None
     doc: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        if (self.when == "episode") != (self.fn is not None):
-            raise ConfigError(f"reward term {self.name!r}: episode terms, and only they, have a function")
+        if (self.when == "step") == (self.fn is not None):
+            raise ConfigError(
+                f"reward term {self.name!r}: episode and trainer terms have a function, step terms "
+                "(measured by the env) none"
+            )
 
     @property
     def description(self) -> str:
@@ -119,7 +125,7 @@ class Rubric:
             raise ConfigError(f"reward term(s) {repeated} appear twice; each term has one name")
 
     def plus(self, *terms: Term) -> Rubric:
-        """This rubric with ``terms`` added (e.g. the trainer's ``info_gain``)."""
+        """This rubric with ``terms`` added (e.g. the trainer's)."""
         return Rubric((*self.terms, *terms))
 
     def at(self, when: When) -> tuple[Term, ...]:
@@ -135,14 +141,24 @@ class Rubric:
         scored = tuple(when)
         return {t.name: t.weight for t in self.terms if t.when in scored}
 
-    def total(self, values: Mapping[str, float], when: When = "step") -> float:
-        """The weighted sum of the ``when`` terms' ``values``: the gains, less `cost`."""
-        gains = sum(t.weight * values[t.name] for t in self.at(when) if t.name in values and t.weight >= 0)
+    def total(self, values: Mapping[str, float], when: When | Iterable[When] = "step") -> float:
+        """The weighted sum of ``values`` of the terms scored ``when`` (a level, or several): the
+        gains, less `cost`. A step's reward is its step terms' total; with the episode terms, the
+        total of the components a step reports is its reward too (as adapters score it)."""
+        gains = sum(
+            t.weight * values[t.name] for t in self._scored(when) if t.name in values and t.weight >= 0
+        )
         return gains - self.cost(values, when)
 
-    def cost(self, values: Mapping[str, float], when: When = "step") -> float:
+    def cost(self, values: Mapping[str, float], when: When | Iterable[When] = "step") -> float:
         """What the ``when`` cost terms (negative weights) of ``values`` charge, as a positive number."""
-        return sum(-t.weight * values[t.name] for t in self.at(when) if t.name in values and t.weight < 0)
+        return sum(
+            -t.weight * values[t.name] for t in self._scored(when) if t.name in values and t.weight < 0
+        )
+
+    def _scored(self, when: When | Iterable[When]) -> tuple[Term, ...]:
+        levels = (when,) if isinstance(when, str) else tuple(when)
+        return tuple(t for t in self.terms if t.when in levels)
 
 
 class EpisodeTerms(gym.Wrapper[str, str, str, str]):
@@ -184,19 +200,15 @@ class EpisodeTerms(gym.Wrapper[str, str, str, str]):
         return observation, reward, terminated, truncated, info
 
 
-TRAINER_TERMS = (
-    Term(
-        "info_gain",
-        0.0,
-        "trainer",
-        doc="per turn, how much the turn raised the policy's probability of the gold answer (IGPO); "
-        "weight info_gain (train's config)",
-    ),
-)
-"""The terms the trainer adds (weight 0 here; `searchgym.agents.train.grpo.training_rubric` weighs them)."""
-
-
 def with_rubric(env: gym.Env[str, str]) -> gym.Env[str, str]:
-    """``env`` under `EpisodeTerms` of its rubric's episode terms (``env`` itself if none)."""
-    terms = env.unwrapped.rubric.at("episode")
+    """``env`` under `EpisodeTerms` of its rubric's episode terms: ``env`` itself where it has no
+    rubric, its rubric no episode terms, or a wrapper of it already adds them (a factory that
+    returns a made env, for one)."""
+    rubric = getattr(env.unwrapped, "rubric", None)
+    terms = rubric.at("episode") if isinstance(rubric, Rubric) else ()
+    layer: gym.Env[str, str] = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, EpisodeTerms):
+            return env
+        layer = layer.env
     return EpisodeTerms(env, terms) if terms else env

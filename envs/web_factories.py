@@ -26,7 +26,6 @@ import gymnasium as gym
 
 from searchgym.envs.factories import env_tasks, reward_weights
 from searchgym.envs.rewards import RewardWeights
-from searchgym.envs.rubric import with_rubric
 from searchgym.envs.web_env import WebEnv
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError
@@ -145,7 +144,7 @@ def web_env(
     searcher = _site_search(str(root), show_progress).rebased(base_url)
     evidence = {pid: urljoin(base_url, path) for pid, path in manifest["passages"].items()}
     env = WebEnv(tasks, searcher, source, rewards=reward_weights(rewards), evidence_urls=evidence, **options)
-    return with_rubric(TurnLimit(env, max_turns))
+    return TurnLimit(env, max_turns)
 
 
 def _check(serve: str, options: dict[str, Any]) -> None:

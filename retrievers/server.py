@@ -98,7 +98,7 @@ class _Pending:
     results: list[list[Doc]] = field(default_factory=list, repr=False)
 
 
-class Batcher:
+class SearchBatcher:
     """Collects concurrent requests into ``batch_search`` calls, one at a time, of at most
     ``max_batch`` queries and ``max_batch_chars`` characters; waiting requests take turns, one
     query each, so none waits for another to finish."""
@@ -200,7 +200,7 @@ def create_app(
     limits = limits or Limits()
     if not 1 <= default_topk <= limits.max_topk:
         raise ConfigError(f"--topk must be between 1 and --max-topk ({limits.max_topk}), got {default_topk}")
-    batcher = Batcher(retriever, max_batch, batch_wait_ms, max_batch_chars)
+    batcher = SearchBatcher(retriever, max_batch, batch_wait_ms, max_batch_chars)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -299,7 +299,7 @@ def _client(request: Request) -> str:
     return f"{request.client.host}:{request.client.port}" if request.client else "a client"
 
 
-async def _search(request: Request, batcher: Batcher, queries: list[str], k: int) -> list[list[Doc]]:
+async def _search(request: Request, batcher: SearchBatcher, queries: list[str], k: int) -> list[list[Doc]]:
     """The batcher's results for ``queries``; if the client hangs up first, its queries leave
     the line (a client that timed out and retries would otherwise be searched twice)."""
     search = asyncio.ensure_future(batcher.search(queries, k))

@@ -32,7 +32,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from searchgym.errors import ConfigError, SearchGymError
 
@@ -218,6 +218,9 @@ TASK_SETS = Registry("task set", "searchgym.list_task_sets()")
 """Task set loaders, called as ``fn(split=..., **kwargs) -> TaskSet`` (`searchgym.tasks.load`)."""
 REWARDS = Registry("reward function", "searchgym.list_rewards()")
 """Episode reward terms: ``fn(episode) -> float`` (`searchgym.envs.rubric`)."""
+TRAINER_REWARDS = Registry("trainer reward term", "searchgym.list_rewards()")
+"""Trainer reward terms, which read the trained policy: ``fn(episodes, scorer) -> values``, per
+episode a value per turn (`searchgym.agents.train.rewards.TrainerTermFn`)."""
 
 
 def register_agent(name: str, entry_point: EntryPoint, **kwargs: Any) -> None:
@@ -251,9 +254,21 @@ def register_task_set(name: str, entry_point: EntryPoint, **kwargs: Any) -> None
     TASK_SETS.register(name, entry_point, kwargs=kwargs)
 
 
-def register_reward(name: str, entry_point: EntryPoint) -> None:
-    """Make a reward term nameable in ``rewards: {terms: {NAME: weight}}``: ``fn(episode) -> float``."""
-    REWARDS.register(name, entry_point)
+def register_reward(
+    name: str, entry_point: EntryPoint, *, level: Literal["episode", "trainer"] = "episode"
+) -> None:
+    """Make a reward term nameable in ``rewards: {terms: {NAME: weight}}``: an ``episode`` term is
+    ``fn(episode) -> float``, which every env scores when an episode ends; a ``trainer`` term is
+    ``fn(episodes, scorer) -> [[value per turn] per episode]``, which `searchgym train` scores
+    with the policy it trains (`searchgym.agents.train.rewards.TrainerTermFn`)."""
+    if level not in ("episode", "trainer"):
+        raise ConfigError(f"a reward term's level is 'episode' or 'trainer', got {level!r}")
+    other = TRAINER_REWARDS if level == "episode" else REWARDS
+    if name in other:
+        raise ConfigError(
+            f"{name!r} is already a {other.kind}; reward terms of both levels share one namespace"
+        )
+    (REWARDS if level == "episode" else TRAINER_REWARDS).register(name, entry_point)
 
 
 def list_agents() -> list[str]:
@@ -277,7 +292,8 @@ def list_task_sets() -> list[str]:
 
 
 def list_rewards() -> list[str]:
-    return REWARDS.names()
+    """The reward terms ``rewards.terms`` may weigh: the episode terms, then the trainer's."""
+    return REWARDS.names() + TRAINER_REWARDS.names()
 
 
 _plugins_loaded = False
@@ -449,6 +465,7 @@ def _register_builtin() -> None:
     for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"):
         TASK_SETS.register(name, f"{tasks}.datasets:load_benchmark", kwargs={"name": name})
     REWARDS.register("evidence_recall", "searchgym.envs.rubric:evidence_recall")
+    TRAINER_REWARDS.register("info_gain", "searchgym.agents.train.rewards:info_gain")
 
 
 _register_builtin()

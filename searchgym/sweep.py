@@ -282,9 +282,14 @@ def train_sweep(
 
     base = load_config(config, [*overrides, *([] if progress else ["progress=false"])])
     out = Path(out) if out is not None else Path(base.run_dir)
-    env_kwargs = {"split": base.eval_split, "max_turns": base.max_turns, **base.env_kwargs, **base.eval_env_kwargs}  # as GRPO evaluates
-    if base.rewards:
-        env_kwargs["rewards"] = {k: v for k, v in base.rewards.items() if k != "per_search"}
+    env_kwargs = {
+        "split": base.eval_split,
+        "max_turns": base.max_turns,
+        **base.env_kwargs,
+        **base.eval_env_kwargs,
+    }  # as GRPO evaluates
+    if base.env_rewards:
+        env_kwargs["rewards"] = {k: v for k, v in base.env_rewards.items() if k != "per_search"}
     params = SamplingParams(max_new_tokens=base.max_new_tokens, temperature=0.0)
     points: dict[str, Point] = {}
     runs: dict[str, dict[str, Any]] = {}

@@ -45,11 +45,11 @@ def test_list_rewards_shows_every_term_with_its_level_and_description(capsys, mo
     rows = {line.split()[0]: (line.split()[1], line.split(None, 2)[2]) for line in lines}
     assert header.split()[:2] == ["term", "level"] and len(rows) == len(lines)
 
-    rewards = {"terms": dict.fromkeys(searchgym.list_rewards(), 0.1)}  # other tests may have registered some
-    assert {"evidence_recall", "answer_is_short"} <= set(rewards["terms"])
+    rewards = {"terms": dict.fromkeys(REWARDS.names(), 0.1)}  # other tests may have registered some
+    assert {"evidence_recall", "answer_is_short"} <= set(rewards["terms"]) < set(searchgym.list_rewards())
     env = searchgym.make("searchgym/FictionalQA-BM25-v0", n_passages=300, rewards=rewards)
     planner = searchgym.make("searchgym/FictionalQA-Planner-v0", n_passages=300, rewards=rewards)
-    trained = training_rubric(env, GRPOConfig(info_gain=0.5))
+    trained = training_rubric(env, GRPOConfig(rewards={"terms": {"info_gain": 0.5}}))
     expected = {t.name: t.when for r in (trained, planner.unwrapped.rubric) for t in r.terms}
     assert {name: when for name, (when, _) in rows.items()} == expected
     assert set(expected) >= {"outcome", "format", "search_calls", "obs_tokens_1k", "turns", "info_gain"}
@@ -60,7 +60,11 @@ def test_list_rewards_shows_every_term_with_its_level_and_description(capsys, mo
     assert rows["evidence_recall"][1].startswith("The share of the task's gold evidence documents")
     assert rows["outcome"][1].startswith("the answer's score against the gold answers: EM, F1 or cover EM")
     assert rows["search_calls"][1].endswith("weight -rewards.per_search")
-    assert rows["info_gain"][1].endswith("weight info_gain (train's config)")
+    assert rows["info_gain"] == (
+        "trainer",
+        "Per turn, how much the turn raised the policy's probability of the gold answer (IGPO); "
+        "weight rewards.terms.info_gain",
+    )
     env.close()
     planner.close()
 
@@ -86,6 +90,7 @@ def test_eval_json_metrics_trajectories_and_plot(capsys, tmp_path):
     assert report["agents"]["random"]["all"]["em"] < 0.5
     assert len(load_episodes(tmp_path / "oracle.jsonl")) == 12
     assert json.loads((tmp_path / "metrics.json").read_text())["n"] == 12
+
     assert (tmp_path / "em.png").read_bytes()[:4] == b"\x89PNG"
 
 

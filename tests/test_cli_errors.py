@@ -296,7 +296,10 @@ CASES += [
     ),
     (["train", "--set", "env=CartPole-v1"], "CartPole-v1 takes no 'split'"),
     (["train", "--set", "env_kwargs={split: test}"], "env_kwargs: split is set by the config key"),
-    (["train", "--set", "eval_env_kwargs={max_turns: 2}"], "eval_env_kwargs: max_turns is set by the config key"),
+    (
+        ["train", "--set", "eval_env_kwargs={max_turns: 2}"],
+        "eval_env_kwargs: max_turns is set by the config key",
+    ),
     (["train", "--set", "eval_env_kwargs={hop: [2]}"], r"unknown env option\(s\) \['hop'\]"),
     (["train", "--set", "policy=nope"], "unknown policy backend 'nope'"),
     (["train", "--set", "policy=sg_user:NOT_CALLABLE"], "'sg_user:NOT_CALLABLE' is a list, not a class"),

@@ -9,6 +9,7 @@ import subprocess
 import textwrap
 import time
 import urllib.request
+from types import SimpleNamespace
 
 import pytest
 import tomllib
@@ -338,3 +339,21 @@ def test_a_reward_term_reads_the_episode_as_the_page_says(capsys):
         del REWARDS._specs["found_all_evidence"]
     shown = [line.split("# ")[-1] for line in block.splitlines() if line.startswith("print(")]
     assert capsys.readouterr().out.splitlines() == shown  # what its comments show
+
+
+def test_the_pages_trainer_term_registers_and_a_config_weighs_it():
+    from searchgym.agents.train.config import GRPOConfig
+    from searchgym.registry import TRAINER_REWARDS
+
+    block = doc_block("plug-in.md", "python", 1)
+    scope: dict = {"searchgym": __import__("searchgym")}
+    try:
+        exec(compile(block, "docs/plug-in.md", "exec"), scope)
+        weights = {"info_gain": 1.0, "searches_before_answer": 0.05}  # as the page's comment
+        assert "terms: {info_gain: 1.0, searches_before_answer: 0.05}" in block
+        cfg = GRPOConfig(rewards={"outcome": 1.0, "terms": weights})
+        assert (cfg.trainer_terms, cfg.env_rewards) == (weights, {"outcome": 1.0})
+        episode = SimpleNamespace(turns=[SimpleNamespace(tool="search"), SimpleNamespace(tool="answer")])
+        assert TRAINER_REWARDS.resolve("searches_before_answer")([episode], None) == [[1.0]]
+    finally:
+        del TRAINER_REWARDS._specs["searches_before_answer"]

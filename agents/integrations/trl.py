@@ -69,11 +69,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
 
 from searchgym.agents.play.session import EPISODE_OVER, row_task, tool_message
 from searchgym.envs.protocols import ToolCallsProtocol
-from searchgym.envs.registry import DEFAULT_ENV, make
+from searchgym.envs.registry import DEFAULT_ENV, env_factory, make
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.tools import ANSWER, SEARCH, Tool, ToolCall
 from searchgym.errors import ConfigError
@@ -109,10 +108,7 @@ def _takes_protocol(env_id: str) -> bool:
     """Whether the registered entry point of ``env_id`` accepts a ``protocol`` option; an id that
     is not registered (after the plug-ins load) is a `ConfigError` that says how to register it."""
     check_env_id(env_id)
-    creator = gym.registry[env_id].entry_point
-    if isinstance(creator, str):
-        creator = load_env_creator(creator)
-    params = inspect.signature(creator).parameters.values()
+    params = inspect.signature(env_factory(env_id)).parameters.values()
     return any(p.name == "protocol" or p.kind is p.VAR_KEYWORD for p in params)
 
 

@@ -34,8 +34,16 @@ class Turn:
     query: str | None = None
     doc_ids: list[str] | None = None
     """Ids of the documents a search showed."""
-    info_gain: float | None = None
-    """The turn's information gain (IGPO), when a trainer computed it."""
+
+
+def _turn(row: dict[str, Any]) -> Turn:
+    """A turn as saved; a file written before the trainer's terms joined ``reward_components``
+    holds the information gain as its own field."""
+    row = dict(row)
+    gain = row.pop("info_gain", None)
+    if gain is not None:
+        row["reward_components"] = {**row.get("reward_components", {}), "info_gain": gain}
+    return Turn(**row)
 
 
 @dataclass
@@ -81,7 +89,7 @@ class Episode:
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Episode:
         row = dict(row)
-        row["turns"] = [Turn(**t) for t in row["turns"]]
+        row["turns"] = [_turn(t) for t in row["turns"]]
         return cls(**row)
 
     @classmethod

@@ -11,7 +11,7 @@ what the GRPO importance ratio compares against. The sampling types live in
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -108,6 +108,14 @@ class RolloutEngine:
     def cached_kv(self, ids: Sequence[int], length: int) -> Any:
         """The keys and values of ``ids[:length]`` as the engine computed them, or None."""
         return None
+
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Take a trainer's updated weights, ``(name, tensor)`` pairs of the trained model, where
+        the engine is not the trained model itself (vLLM). An engine that is has nothing to load."""
+        raise TypeError(
+            f"{type(self).__name__} plays with the trained model itself and takes no weights; "
+            "a separate rollout engine (rollout_engine: vllm) overrides load_weights"
+        )
 
 
 class TokenizedPolicy(RolloutEngine):

@@ -10,20 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
-
 from searchgym.agents.policies.models import resolve_chat_template
 from searchgym.agents.registry import is_policy_agent
 from searchgym.config_types import check_field_types, parse_yaml, read_yaml
-from searchgym.envs.registry import check_rewards
+from searchgym.envs.registry import check_rewards, env_factory
 from searchgym.errors import ConfigError
 from searchgym.generation import SamplingParams
-from searchgym.registry import AGENTS, POLICIES, check_env_id, takes
+from searchgym.registry import AGENTS, POLICIES, TRAINER_REWARDS, check_env_id, takes
 
 Advantage = Literal["grpo", "dr_grpo", "stratified", "igpo"]
 Aggregation = Literal["token_mean", "grpo", "dr_grpo"]
-RolloutEngine = Literal["hf", "vllm"]
+RolloutBackend = Literal["hf", "vllm"]
 
 
 @dataclass
@@ -86,7 +83,8 @@ class GRPOConfig:
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling: drop groups whose rewards are all equal (no gradient) and play
     further tasks until the step has ``tasks_per_step`` informative groups. The env's rewards
-    decide, before ``info_gain`` is added: a group that only the gain splits is dropped too."""
+    decide, before the trainer's terms are added: a group that only the information gain splits is
+    dropped too."""
     max_refill_rounds: int = 3
     """Dynamic sampling: at most this many extra rounds of tasks per step."""
     max_refill_seconds: float | None = None
@@ -104,7 +102,7 @@ class GRPOConfig:
     log-probs as the old ones (ratio 1, never clipped). None: groups hold sampled episodes only.
     From the main job's seed-1 warm start it lowered dev EM (docs/results.md, "Group size, updates
     per step, guidance")."""
-    rollout_engine: RolloutEngine = "hf"
+    rollout_engine: RolloutBackend = "hf"
     """``vllm`` (GPU extra) generates with vLLM and receives the weights after every update."""
     program: str | None = None
     """Your own agent program (``module:function`` or ``file.py:function``) plays the episodes in
@@ -116,12 +114,12 @@ class GRPOConfig:
     the model), or 10 times as long in wall-clock time, ends with an error: scored as the env left
     it, trained on the calls it made."""
 
-    # -- rewards (the env's components, plus information gain computed here)
+    # -- rewards: the env's terms, and the trainer's (information gain), weighed in one mapping
     rewards: dict[str, Any] = field(default_factory=dict)
-    """The env's `RewardWeights`: outcome_metric, outcome, format, per_search, per_1k_obs_tokens,
-    cost_only_if_correct."""
-    info_gain: float = 0.0
-    """Weight of the information-gain reward (IGPO); with ``advantage: igpo`` it is at least 1."""
+    """The reward weights (`searchgym.envs.rewards.RewardWeights`): outcome_metric, outcome,
+    format, per_search, per_1k_obs_tokens, cost_only_if_correct, and ``terms``: ``{name: weight}``
+    of episode terms, which the env scores, and of trainer terms, which train scores with the
+    policy: ``info_gain``, IGPO's information gain (``searchgym list rewards``)."""
 
     # -- advantages and loss
     advantage: Advantage = "grpo"
@@ -219,7 +217,7 @@ class GRPOConfig:
         check_field_types(self)
         _check_choice("advantage", self.advantage, Advantage)
         _check_choice("loss_aggregation", self.loss_aggregation, Aggregation)
-        _check_choice("rollout_engine", self.rollout_engine, RolloutEngine)
+        _check_choice("rollout_engine", self.rollout_engine, RolloutBackend)
         for name in ("model", "policy", "env", "train_split", "eval_split", "run_dir", "warm_start_agent"):
             if not getattr(self, name).strip():
                 raise ConfigError(f"{name} must not be empty")
@@ -240,7 +238,17 @@ class GRPOConfig:
                 "or oversample: 1"
             )
         self._check_env()
-        check_rewards(self.env, self.rewards)  # unknown or bad weights fail here, not at the first step
+        for name, weight in self.trainer_terms.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+                raise ConfigError(
+                    f"the weight of reward term {name!r} must be a finite number, got {weight!r}"
+                )
+        check_rewards(self.env, self.env_rewards)  # unknown or bad weights fail here, not at the first step
+        if self.advantage == "igpo" and not any(w > 0 for w in self.trainer_terms.values()):
+            raise ConfigError(
+                "advantage: igpo rewards each turn with the trainer's terms: weigh one, e.g. "
+                "rewards: {terms: {info_gain: 1.0}} (IGPO's information gain)"
+            )
         self._check_agents_and_policy()
         if self.program is not None:
             self._check_program()
@@ -256,14 +264,18 @@ class GRPOConfig:
             for key in getattr(self, name):
                 if key in owned:
                     raise ConfigError(f"{name}: {key} is set by the config key(s) {owned[key]}; set it there")
-        entry = gym.spec(self.env).entry_point
-        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+        creator = env_factory(self.env)
         keys = dict.fromkeys(("split", *self.env_kwargs, *self.eval_env_kwargs))
         unknown = [key for key in keys if not takes(creator, key)]
         if unknown:
             raise ConfigError(
-                f"{self.env} takes no {', '.join(map(repr, unknown))} (its factory is {entry}); "
-                + ("train needs an env with splits" if "split" in unknown else "check env_kwargs and eval_env_kwargs")
+                f"{self.env} takes no {', '.join(map(repr, unknown))} "
+                f"(its factory is {getattr(creator, '__qualname__', creator)}); "
+                + (
+                    "train needs an env with splits"
+                    if "split" in unknown
+                    else "check env_kwargs and eval_env_kwargs"
+                )
             )
 
     def _check_agents_and_policy(self) -> None:
@@ -293,7 +305,7 @@ class GRPOConfig:
 
         load_program(self.program)  # type: ignore[arg-type]
         clashes = {
-            "info_gain": self.info_gain,
+            f"the trainer's reward terms ({', '.join(self.trainer_terms)})": self.trainer_terms,
             "advantage: igpo": self.advantage == "igpo",
             "guide": self.guide,
         }
@@ -305,8 +317,20 @@ class GRPOConfig:
             )
 
     @property
-    def info_gain_weight(self) -> float:
-        return max(self.info_gain, 1.0) if self.advantage == "igpo" else self.info_gain
+    def trainer_terms(self) -> dict[str, float]:
+        """``{name: weight}`` of the trainer's terms in ``rewards.terms`` (those the env does not score)."""
+        terms = self.rewards.get("terms")
+        if not isinstance(terms, dict):
+            return {}
+        return {name: weight for name, weight in terms.items() if name in TRAINER_REWARDS}
+
+    @property
+    def env_rewards(self) -> dict[str, Any]:
+        """``rewards`` as the env takes them: without the trainer's terms."""
+        if not self.trainer_terms:
+            return self.rewards
+        terms = {n: w for n, w in self.rewards["terms"].items() if n not in self.trainer_terms}
+        return {k: v for k, v in self.rewards.items() if k != "terms"} | ({"terms": terms} if terms else {})
 
     @property
     def sampling(self) -> SamplingParams:
@@ -334,7 +358,6 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_refill_seconds": (lambda v: v >= 0, ">= 0 (or null: no bound)"),
     "program_time_limit_s": (lambda v: v > 0, "> 0"),
     "oversample": (lambda v: v >= 1, ">= 1 (a factor on tasks_per_step)"),
-    "info_gain": _at_least(0),
     "stratified_alpha": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "igpo_gamma": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "clip_low": (lambda v: 0 <= v < 1, "in [0, 1)"),
@@ -367,11 +390,16 @@ def _check_choice(name: str, value: Any, choices: Any) -> None:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> GRPOConfig:
-    """A `GRPOConfig` from a YAML file and ``key=value`` overrides (values parsed as YAML).
+MOVED_KEYS = {"info_gain": "rewards: {terms: {info_gain: W}} (--set rewards.terms.info_gain=W)"}
+"""Config keys that are gone, and where their setting lives now."""
 
-    >>> load_config(None, ["steps=3", "rewards={per_search: 0.1}"]).rewards
-    {'per_search': 0.1}
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> GRPOConfig:
+    """A `GRPOConfig` from a YAML file and ``key=value`` overrides (values parsed as YAML); a
+    dotted key sets one entry of a mapping, keeping the others.
+
+    >>> load_config(None, ["steps=3", "rewards={per_search: 0.1}", "rewards.terms.info_gain=0.5"]).rewards
+    {'per_search': 0.1, 'terms': {'info_gain': 0.5}}
     """
     values: dict[str, Any] = {}
     if path is not None:
@@ -382,8 +410,17 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"overrides look like key=value, got {item!r}")
-        values[key.strip()] = parse_yaml(raw, f"--set {key.strip()}")
+        *parents, leaf = key.strip().split(".")
+        mapping = values
+        for i, part in enumerate(parents):
+            mapping = mapping.setdefault(part, {})
+            if not isinstance(mapping, dict):
+                raise ConfigError(f"--set {key.strip()}: {'.'.join(parents[: i + 1])} is not a mapping")
+        mapping[leaf] = parse_yaml(raw, f"--set {key.strip()}")
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    moved = [f"{k} (now {MOVED_KEYS[k]})" for k in sorted(set(values) & set(MOVED_KEYS))]
+    if moved:
+        raise ConfigError(f"config key(s) moved: {', '.join(moved)}")
     unknown = sorted(set(values) - known)
     if unknown:
         hints = [

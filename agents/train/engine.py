@@ -41,4 +41,4 @@ def sync_rollout_weights(policy: TrainablePolicy, rollout_policy: TokenizedPolic
     when the rollout policy is ``policy`` itself."""
     if rollout_policy is not policy:
         weights = policy.model.state_dict().items()
-        rollout_policy.load_weights((name, p.detach()) for name, p in weights)  # type: ignore[attr-defined]
+        rollout_policy.load_weights((name, p.detach()) for name, p in weights)

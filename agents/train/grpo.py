@@ -44,7 +44,7 @@ from searchgym.agents.train.evaluation import eval_metrics, evaluate, paired_dif
 from searchgym.agents.train.freeze import freeze_all_but, top_modules
 from searchgym.agents.train.metrics_log import MetricsLog, save_step_episodes
 from searchgym.agents.train.play import play_step
-from searchgym.agents.train.rewards import score_groups
+from searchgym.agents.train.rewards import Scorer, score_groups
 from searchgym.agents.train.schedule import (
     check_splits_apart,
     first_round_size,
@@ -55,8 +55,9 @@ from searchgym.agents.train.schedule import (
 from searchgym.agents.train.update import update
 from searchgym.agents.train.warm_start import warm_start
 from searchgym.envs.contract import check_trainable_env, env_rubric
-from searchgym.envs.rubric import TRAINER_TERMS, Rubric
+from searchgym.envs.rubric import Rubric, Term
 from searchgym.errors import ConfigError
+from searchgym.registry import TRAINER_REWARDS
 from searchgym.run_dir import claim_run_dir
 
 
@@ -168,7 +169,9 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
                 note = short_step_note(step + 1, played, cfg, per_process(cfg.tasks_per_step, accelerator))
                 tqdm.write(note, file=sys.stderr)  # a diagnostic: stdout holds the results
             scored = time.perf_counter()
-            samples, metrics = score_groups(groups, rubric, cfg, model, tokenizer, protocol, engine.cached_kv)
+            samples, metrics = score_groups(
+                groups, rubric, cfg, Scorer(model, tokenizer, protocol, engine.cached_kv)
+            )
             engine.drop_caches()  # the update changes the weights they belong to, and needs the memory
             metrics |= played
             updated = time.perf_counter()
@@ -229,12 +232,14 @@ def _program_player(cfg: GRPOConfig, engine: Any) -> Iterator[ProgramPlayer]:
 
 
 def training_rubric(env: gym.Env, cfg: GRPOConfig) -> Rubric:
-    """The env's rubric (`env_rubric`), with the trainer's ``info_gain`` term where ``cfg`` weighs it."""
-    rubric = env_rubric(env)
-    if not cfg.info_gain_weight:
-        return rubric
-    [info_gain] = TRAINER_TERMS
-    return rubric.plus(dataclasses.replace(info_gain, weight=cfg.info_gain_weight))
+    """The env's rubric (`env_rubric`), with the trainer's terms that ``cfg.rewards`` weighs (a
+    term of weight 0 is left out: it would cost a scoring pass for nothing)."""
+    trainer = [
+        Term(name, float(weight), "trainer", TRAINER_REWARDS.resolve(name))
+        for name, weight in cfg.trainer_terms.items()
+        if weight
+    ]
+    return env_rubric(env).plus(*trainer)
 
 
 def short_step_note(step: int, played: dict[str, float], cfg: GRPOConfig, wanted: int) -> str:

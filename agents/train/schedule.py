@@ -34,8 +34,8 @@ def make_env(cfg: GRPOConfig, split: str) -> gym.Env:
     """``cfg.env`` on ``split``, with the run's turn limit, env options and reward weights (and,
     on the eval split, the evaluations' own env options)."""
     kwargs = {"split": split, "max_turns": cfg.max_turns, **env_kwargs(cfg, split)}
-    if cfg.rewards:
-        kwargs["rewards"] = cfg.rewards
+    if cfg.env_rewards:
+        kwargs["rewards"] = cfg.env_rewards
     return make(cfg.env, **kwargs)
 
 

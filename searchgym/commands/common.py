@@ -106,16 +106,14 @@ def generator_kwargs(
     if name is None:
         return {}
     import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
+
+    from searchgym.envs.registry import env_factory
 
     backend, sep, model = name.partition(":")
     if not sep:
         raise SearchGymError(f"{flag} takes BACKEND:MODEL, e.g. hf:smollm2-135m-instruct; got {name!r}")
-    if env_id in gym.registry:  # else `make` reports the unknown id
-        entry = gym.spec(env_id).entry_point
-        creator = entry if callable(entry) else load_env_creator(entry)
-        if "generator" not in inspect.signature(creator).parameters:
-            raise SearchGymError(f"{flag} applies to {applies_to}; {env_id} takes no generator")
+    if env_id in gym.registry and "generator" not in inspect.signature(env_factory(env_id)).parameters:
+        raise SearchGymError(f"{flag} applies to {applies_to}; {env_id} takes no generator")
     return {"generator": load_policy(backend, model, seed)}
 
 

@@ -13,7 +13,8 @@ from searchgym.agents.train.config import GRPOConfig
 from searchgym.config_types import field_docs
 from searchgym.envs.planner_env import PlannerRewards
 from searchgym.envs.registry import list_ids
-from searchgym.envs.rubric import TRAINER_TERMS
+from searchgym.envs.rubric import Term
+from searchgym.registry import REWARDS, TRAINER_REWARDS
 
 WHAT = ("envs", "agents", "policies", "retrievers", "protocols", "task-sets", "rewards", "config")
 
@@ -50,11 +51,12 @@ def reward_terms() -> str:
     added by the trainer) and what it measures. Read from the rubric objects themselves: the
     planner's weights (every env's step terms and the planner's ``turns``), every registered
     episode function, and the trainer's terms."""
-    every_function = {name: 1.0 for name in searchgym.list_rewards()}
-    rubric = PlannerRewards(terms=every_function).rubric().plus(*TRAINER_TERMS)
+    every_function = {name: 1.0 for name in REWARDS.names()}
+    trainer = [Term(name, 1.0, "trainer", TRAINER_REWARDS.resolve(name)) for name in TRAINER_REWARDS.names()]
+    rubric = PlannerRewards(terms=every_function).rubric().plus(*trainer)
     rows = [("term", "level", "what it measures; where its weight is set")]
     for term in rubric.terms:
-        weight = f"; weight rewards.terms.{term.name}" if term.when == "episode" else ""
+        weight = f"; weight rewards.terms.{term.name}" if term.when != "step" else ""
         rows.append((term.name, term.when, term.description + weight))
     width = [max(len(r[i]) for r in rows) for i in (0, 1)]
     return "\n".join(f"{name:<{width[0]}}  {when:<{width[1]}}  {doc}" for name, when, doc in rows)

@@ -349,7 +349,7 @@ def test_a_users_retriever_kind_is_an_env_backend_and_an_index_kind(
 def test_the_plug_in_pages_retriever_kind_runs_as_written(tmp_path, monkeypatch, capsys, tiny_corpus_path):
     """docs/plug-in.md's block registers a kind that an env searches with; saved as ``mylab.py``,
     the page's ``searchgym index build --import mylab`` builds an index of that kind."""
-    block = doc_block("plug-in.md", "python", 1)
+    block = doc_block("plug-in.md", "python", 2)
     (tmp_path / "mylab.py").write_text(block)
     shutil.copy(tiny_corpus_path, tmp_path / "corpus.jsonl")
     monkeypatch.chdir(tmp_path)

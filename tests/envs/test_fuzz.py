@@ -17,15 +17,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
-from gymnasium.envs.registration import load_env_creator
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_backends import tiny_simulator  # noqa: F401 (a fixture)
 from test_registry import data_dir, small_kwargs  # noqa: F401 (data_dir is a fixture)
 
 import searchgym
+from searchgym.envs.registry import env_factory
 
 TOOLS = ("search", "answer", "open", "follow", "find", "finish", "think", "information", "tool_call")
 # text an agent should never write: lone surrogates, NULs, control and format characters
@@ -115,9 +114,7 @@ def fuzz_kwargs(request, env_id: str, tmp_path) -> dict:
 
 
 def _takes_protocol(env_id: str) -> bool:
-    entry = gym.spec(env_id).entry_point
-    creator = entry if callable(entry) else load_env_creator(entry)
-    params = inspect.signature(creator).parameters.values()
+    params = inspect.signature(env_factory(env_id)).parameters.values()
     return any(p.name == "protocol" or p.kind is p.VAR_KEYWORD for p in params)
 
 

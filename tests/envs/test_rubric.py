@@ -56,6 +56,43 @@ def test_a_truncated_episode_is_scored_too():
     assert info["reward_components"]["test-terms-searched"] == 1.0
 
 
+def _own_search_env(tasks, retriever, rewards=None, max_turns=8):
+    """A user's factory: searchgym's SearchEnv with the user's weights, no wrapper of its own."""
+    from searchgym.envs import SearchEnv
+    from searchgym.envs.rewards import RewardWeights
+
+    return SearchEnv(tasks, retriever, rewards=RewardWeights.parse(rewards))
+
+
+def _made_from_a_made_env(rewards=None):
+    """A user's factory that returns an env `make` built: its episode terms are there once."""
+    return searchgym.make("searchgym/FictionalQA-BM25-v0", rewards=rewards, **SMALL_WORLD)
+
+
+def test_make_adds_the_episode_terms_to_every_env_a_users_entry_point_included():
+    """As Gymnasium's make applies the wrappers a spec names: `make` applies the rubric's episode
+    terms once, whoever built the env, and ``gymnasium.make`` gives the same env."""
+    import functools
+
+    import gymnasium as gym
+
+    builtin = searchgym.make("searchgym/FictionalQA-BM25-v0", **SMALL_WORLD)
+    tasks, retriever = builtin.unwrapped.tasks[:3], builtin.unwrapped.retriever
+    searchgym.register("test-rubric/Own-v0", entry_point=functools.partial(_own_search_env, tasks, retriever))
+    searchgym.register("test-rubric/Remade-v0", entry_point=_made_from_a_made_env)
+    terms = {"rewards": {"terms": {"test_rubric:answer_length": 0.5}}}
+    for env in (
+        searchgym.make("test-rubric/Own-v0", max_turns=4, **terms),
+        gym.make("test-rubric/Own-v0", max_turns=4, **terms),
+        searchgym.make("test-rubric/Remade-v0", **terms),
+    ):
+        (episode,) = run_episodes(lambda env=env: env, OracleAgent, tasks[:1])
+        length = float(len(episode.prediction))
+        assert episode.reward_components["test_rubric:answer_length"] == length  # scored once
+        assert episode.turns[-1].reward == pytest.approx(episode.em + 0.5 * length)
+    assert searchgym.make("test-rubric/Own-v0").spec.max_episode_steps is None  # a TurnLimit, not gym's
+
+
 def test_built_in_evidence_recall_reads_the_retrieved_ids():
     assert "evidence_recall" in searchgym.list_rewards()
     env = searchgym.make(
@@ -114,15 +151,18 @@ def test_every_reward_is_the_rubrics_weighted_sum_of_the_terms_it_logs(env_id, r
     assert all(rubric.cost(ep.reward_components) > 0 for ep in episodes if ep.em)  # costs charged
 
 
-def test_terms_have_one_name_and_episode_terms_a_function():
+def test_terms_have_one_name_and_episode_and_trainer_terms_a_function():
     outcome = Term("outcome", 1.0)
     with pytest.raises(ConfigError, match=r"reward term\(s\) \['outcome'\] appear twice"):
         Rubric((outcome, Term("outcome", 0.5)))
-    with pytest.raises(ConfigError, match="episode terms, and only they, have a function"):
-        Term("recall", 1.0, "episode")
-    with pytest.raises(ConfigError, match="episode terms, and only they, have a function"):
-        Term("outcome", 1.0, "step", evidence_recall)
-    rubric = Rubric((outcome, Term("search_calls", -0.1))).plus(Term("info_gain", 2.0, "trainer"))
+    for term in (
+        ("recall", 1.0, "episode"),
+        ("gain", 1.0, "trainer"),
+        ("outcome", 1.0, "step", evidence_recall),
+    ):
+        with pytest.raises(ConfigError, match="episode and trainer terms have a function, step terms"):
+            Term(*term)
+    rubric = Rubric((outcome, Term("search_calls", -0.1))).plus(Term("info_gain", 2.0, "trainer", len))
     assert rubric.weights() == {"outcome": 1.0, "search_calls": -0.1}  # what an env scores
     assert rubric.weight("info_gain") == 2.0 and rubric.weight("absent") == 0.0
     assert rubric.cost({"outcome": 1.0, "search_calls": 3.0}) == pytest.approx(0.3)

@@ -25,11 +25,10 @@ def train_episode(step: int, group: int, task: int) -> Episode:
         -0.1,
         "search",
         None,
-        {"outcome": 0.0, "cost": -0.1},
+        {"outcome": 0.0, "cost": -0.1, "info_gain": 0.2 if good else 0.0},
         obs_tokens=40,
         query=f"q{task}",
         doc_ids=docs,
-        info_gain=0.2 if good else 0.0,
     )
     invalid = Turn("<serch> typo", "Your action was invalid.", 0.0, None, "no <search> or <answer> tag", {})
     answer = Turn(

@@ -49,14 +49,16 @@ class TermsRubric(Rubric):
     """The env's rubric (`searchgym.envs.rubric.Rubric`) as an OpenEnv rubric tree: a child per
     step and episode term in ``terms`` (``env.rubric.terms["search_calls"]``; each child's
     ``last_score`` is the term's value at the last step), and a score that is the step's reward,
-    their weighted sum."""
+    the env's rubric's total of their values."""
 
     def __init__(self, rubric: searchgym_rubric.Rubric) -> None:
         super().__init__()
+        self.rubric = rubric
         self.terms = RubricDict({name: TermRubric(name, w) for name, w in rubric.weights().items()})
 
     def forward(self, action: Any, observation: Any) -> float:
-        return sum(self.terms[name].weight * self.terms[name](action, observation) for name in self.terms)
+        values = {name: self.terms[name](action, observation) for name in self.terms}
+        return self.rubric.total(values, ("step", "episode"))
 
 
 class SearchgymEnvironment(Environment[SearchgymAction, SearchgymObservation, SearchgymState]):

@@ -106,7 +106,7 @@ SG.turnView = function turnView(turn, i, evidence, extra) {
     h("span", { class: "turn-n" }, "Turn " + (i + 1)),
     turn.tool ? SG.badge(turn.tool, "tool tool-" + turn.tool) : SG.badge("invalid", "bad"),
     components(turn.reward_components, turn.reward),
-    turn.info_gain !== null && turn.info_gain !== undefined ? h("span", { class: "comp ig" }, "info gain ", h("b", {}, SG.num(turn.info_gain))) : null,
+    turn.info_gain !== null && turn.info_gain !== undefined ? h("span", { class: "comp ig" }, "info gain ", h("b", {}, SG.num(turn.info_gain))) : null,  // files written before it joined reward_components
     h("span", { class: "tokens" }, SG.fmt(turn.obs_tokens || 0) + " obs tokens"));
   return h("section", { class: "turn" + (turn.error ? " invalid" : "") + (extra && extra.cls ? " " + extra.cls : ""), "data-turn": i },
     extra && extra.banner ? h("div", { class: "diverge-banner" }, extra.banner) : null,

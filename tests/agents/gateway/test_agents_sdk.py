@@ -189,7 +189,6 @@ def test_searchgym_train_changes_the_weights_and_logs_the_rewards(tiny_llama_dir
         "max_turns": 2,
         "max_new_tokens": 8,
         "lr": 1e-3,
-        "info_gain": 0.0,
         "micro_batch_size": 3,
         "eval_tasks": 2,
         "checkpoint_every": 1,

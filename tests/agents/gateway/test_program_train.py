@@ -108,7 +108,10 @@ def test_eval_program_needs_one_policy(tmp_path, capsys):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"info_gain": 1.0}, "info_gain read searchgym's own prompts"),
+        (
+            {"rewards": {"terms": {"info_gain": 1.0}}},
+            r"the trainer's reward terms \(info_gain\) read searchgym's own prompts",
+        ),
         ({"advantage": "igpo"}, "advantage: igpo read searchgym's own prompts"),
         ({"guide": "oracle"}, "guide read searchgym's own prompts"),
         ({"program": "nowhere_module:run"}, "cannot import the program's module"),

@@ -28,7 +28,7 @@ def test_two_cpu_processes_train_with_accelerate_launch(tiny_llama_dir, tmp_path
         "max_turns": 2,
         "max_new_tokens": 8,
         "lr": 1e-3,
-        "info_gain": 1.0,
+        "rewards": {"terms": {"info_gain": 1.0}},
         "eval_tasks": 2,
         "keep_checkpoints": 3,
         "progress": False,

@@ -245,14 +245,26 @@ def test_config_rejects_bad_values_and_unknown_keys_with_a_hint():
 def test_config_reads_yaml_and_overrides(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("steps: 5\nenv_kwargs: {hops: [2]}\nrewards: {per_search: 0.05}\n")
-    cfg = load_config(path, ["steps=7", "advantage=igpo"])
+    cfg = load_config(
+        path, ["steps=7", "advantage=igpo", "rewards.terms.info_gain=1.5", "env_kwargs.top_k=1"]
+    )
     assert (cfg.steps, cfg.env_kwargs, cfg.rewards, cfg.advantage) == (
         7,
-        {"hops": [2]},
-        {"per_search": 0.05},
+        {"hops": [2], "top_k": 1},
+        {"per_search": 0.05, "terms": {"info_gain": 1.5}},
         "igpo",
     )
-    assert cfg.info_gain_weight == 1.0
+    assert (cfg.trainer_terms, cfg.env_rewards) == ({"info_gain": 1.5}, {"per_search": 0.05})
+    with pytest.raises(
+        ConfigError, match=r"config key\(s\) moved: info_gain \(now rewards: \{terms: \{info_gain"
+    ):
+        load_config(path, ["info_gain=1.0"])
+    with pytest.raises(ConfigError, match="advantage: igpo rewards each turn with the trainer's terms"):
+        load_config(path, ["advantage=igpo"])
+    with pytest.raises(ConfigError, match="--set steps.x: steps is not a mapping"):
+        load_config(path, ["steps.x=1"])
+    with pytest.raises(ConfigError, match="the weight of reward term 'info_gain' must be a finite number"):
+        load_config(path, ["rewards.terms.info_gain=high"])
 
 
 def test_eval_env_kwargs_apply_to_the_evaluations_only():

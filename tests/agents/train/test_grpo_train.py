@@ -203,11 +203,12 @@ def test_grpo_does_not_replay_the_questions_the_warm_start_imitated(tiny_llama_d
 
 def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
     """score_groups adds weight x the summed gains to each episode's reward (not with igpo, which
-    uses them per turn) and records each turn's gain on the episode for the viewer."""
+    uses them per turn) and records each turn's gain among the turn's components for the viewer."""
 
     from searchgym.agents.play.episode import Episode, Turn
     from searchgym.agents.train import rewards
     from searchgym.agents.train.config import GRPOConfig
+    from searchgym.agents.train.rewards import Scorer
     from searchgym.envs.rubric import Rubric, Term
 
     def episode(reward):
@@ -217,21 +218,78 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
         return Episode("t", "q", ["a"], {}, turns, total_reward=reward, trajectory=trajectory)
 
     groups = [[episode(1.0), episode(0.0)]]
-    monkeypatch.setattr(rewards, "information_gains", lambda flat, *args: [[0.5], [0.25]])
-    cfg = GRPOConfig(info_gain=2.0)
+    monkeypatch.setattr(rewards, "info_gain", lambda flat, scorer: [[0.5], [0.25]])
+    cfg = GRPOConfig(rewards={"terms": {"info_gain": 2.0}})
     env = SimpleNamespace(unwrapped=SimpleNamespace(rubric=Rubric((Term("outcome", 1.0),))))
     rubric = grpo.training_rubric(env, cfg)  # the env's terms, and the trainer's with cfg's weight
     assert rubric.weights(("step", "trainer")) == {"outcome": 1.0, "info_gain": 2.0}
-    samples, metrics = rewards.score_groups(groups, rubric, cfg, None, None, None)
+    samples, metrics = rewards.score_groups(groups, rubric, cfg, Scorer(None, None, None))
     # an env of yours without a rubric: its reward is its own, its components logged by name
     own = grpo.training_rubric(SimpleNamespace(unwrapped=SimpleNamespace()), cfg)
     assert own.weights(("step", "episode", "trainer")) == {"info_gain": 2.0}
     groups[0][0].reward_components["found"] = 1.0
-    assert rewards.score_groups(groups, own, cfg, None, None, None)[1]["reward/found"] == 0.5
+    assert rewards.score_groups(groups, own, cfg, Scorer(None, None, None))[1]["reward/found"] == 0.5
     assert [len(group) for group in samples] == [2]  # the groups stay groups
     assert metrics["reward/total"] == (1.0 + 2.0 * 0.5 + 0.0 + 2.0 * 0.25) / 2
     assert metrics["reward/info_gain"] == 0.375
-    assert [t.info_gain for t in groups[0][0].turns] == [0.5, None]
+    assert [t.reward_components for t in groups[0][0].turns] == [{"info_gain": 0.5}, {}]
+    assert groups[0][1].reward_components == {"info_gain": 0.25}
+
+
+def test_a_users_trainer_term_is_scored_beside_the_information_gain(monkeypatch):
+    """A trainer term registered under any name gets the step's episodes and the scorer, and its
+    weighted values join the reward (summed over turns), or each turn's reward under igpo."""
+    import searchgym
+    from searchgym.agents.play.episode import Episode, Turn
+    from searchgym.agents.train import rewards
+    from searchgym.agents.train.config import GRPOConfig
+    from searchgym.agents.train.rewards import Scorer
+    from searchgym.envs.rubric import Rubric, Term
+    from searchgym.registry import TRAINER_REWARDS
+
+    seen = []
+
+    def searched_early(episodes, scorer):
+        """1 for each search before the answer."""
+        seen.append(scorer.model)
+        return [[float(t.tool == "search") for t in ep.turns[:-1]] for ep in episodes]
+
+    monkeypatch.setattr(TRAINER_REWARDS, "_specs", dict(TRAINER_REWARDS._specs))
+    searchgym.register_reward("searched_early", searched_early, level="trainer")
+    monkeypatch.setattr(rewards, "info_gain", lambda flat, scorer: [[0.5, 0.5], [0.25]])
+
+    def episode(reward, tools):
+        turns = [Turn(t, "o", 0.0, t, None) for t in tools] + [Turn("b", "o", reward, "answer", None)]
+        n = len(turns)
+        trajectory = SimpleNamespace(prompt_ids=[1], ids=list(range(n)), mask=[1] * n, logprobs=[0.0] * n,
+                                     turn_starts=list(range(n)), turn_ends=list(range(1, n + 1)))  # fmt: skip
+        return Episode("t", "q", ["a"], {}, turns, total_reward=reward, trajectory=trajectory)
+
+    env = SimpleNamespace(unwrapped=SimpleNamespace(rubric=Rubric((Term("outcome", 1.0),))))
+    for advantage in ("grpo", "igpo"):
+        groups = [[episode(1.0, ["search", "search"]), episode(0.0, ["search"])]]
+        cfg = GRPOConfig(advantage=advantage, rewards={"terms": {"info_gain": 2.0, "searched_early": 0.5}})
+        rubric = grpo.training_rubric(env, cfg)
+        assert [(t.name, t.when) for t in rubric.at("trainer")] == [
+            ("info_gain", "trainer"),
+            ("searched_early", "trainer"),
+        ]
+        samples, metrics = rewards.score_groups(groups, rubric, cfg, Scorer("the model", None, None))
+        assert seen[-1] == "the model"
+        assert metrics["reward/searched_early"] == 1.5 and metrics["reward/info_gain"] == 0.625
+        assert groups[0][0].turns[1].reward_components == {"info_gain": 0.5, "searched_early": 1.0}
+        if advantage == "grpo":  # 1 + 2 x 1.0 + 0.5 x 2 against 0 + 2 x 0.25 + 0.5 x 1
+            assert metrics["reward/total"] == (4.0 + 1.0) / 2
+        else:  # each turn's reward: 2 x its gain + 0.5 x its search, then the outcome
+            weighted = rewards.weighted_turns([(2.0, "info_gain", [[0.5, 0.5], [0.25]]),
+                                               (0.5, "searched_early", [[1.0, 1.0], [1.0]])], 0)  # fmt: skip
+            assert weighted == [1.5, 1.5]
+    with pytest.raises(ConfigError, match="'searched_early' is a trainer term: it reads the policy"):
+        searchgym.make(
+            "searchgym/FictionalQA-BM25-v0", n_passages=300, rewards={"terms": {"searched_early": 1.0}}
+        )
+    with pytest.raises(ConfigError, match="already a trainer reward term"):
+        searchgym.register_reward("searched_early", searched_early)
 
 
 def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
@@ -535,7 +593,7 @@ def test_a_guide_replaces_one_episode_of_groups_that_never_solved_their_task(tin
     two_hops = {"n_passages": 300, "max_obs_tokens": 64, "hops": [2]}  # the oracle answers in 3 turns
     cfg = tiny_config(
         tiny_llama_dir, tmp_path, guide="oracle", env_kwargs=two_hops, max_turns=3, steps=1, eval_tasks=0,
-        info_gain=0.0,
+        rewards={},
     )  # fmt: skip
     train(cfg)
     (row,) = [r for r in read_metrics(tmp_path) if "loss/policy" in r]

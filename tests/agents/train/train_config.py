@@ -19,7 +19,8 @@ def tiny_config(model_dir, run_dir, **overrides) -> GRPOConfig:
         max_turns=2,
         max_new_tokens=8,
         lr=1e-3,
-        info_gain=1.0,  # a random model never answers right: information gain makes rewards differ
+        # a random model never answers right: information gain makes rewards differ
+        rewards={"terms": {"info_gain": 1.0}},
         micro_batch_size=3,
         eval_tasks=2,
         checkpoint_every=1,
