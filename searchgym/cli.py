@@ -14,7 +14,19 @@ from typing import Any, NoReturn
 from searchgym.errors import SearchGymError
 from searchgym.registry import PluginWarning, import_modules
 
-COMMANDS = ("list", "eval", "train", "sweep", "index", "serve", "serve_env", "gateway", "plot", "view")
+COMMANDS = (
+    "list",
+    "eval",
+    "train",
+    "rescore",
+    "sweep",
+    "index",
+    "serve",
+    "serve_env",
+    "gateway",
+    "plot",
+    "view",
+)
 """Modules of `searchgym.commands`, in the order ``searchgym --help`` lists them."""
 
 

@@ -1,4 +1,6 @@
 import json
+import re
+from collections import Counter
 
 import pytest
 
@@ -90,7 +92,17 @@ def test_eval_json_metrics_trajectories_and_plot(capsys, tmp_path):
     assert report["agents"]["random"]["all"]["em"] < 0.5
     assert len(load_episodes(tmp_path / "oracle.jsonl")) == 12
     assert json.loads((tmp_path / "metrics.json").read_text())["n"] == 12
-
+    for name, agent in report["agents"].items():  # every error has one kind, saved with its episode
+        card, saved = agent["failures"], load_episodes(tmp_path / f"{name}.jsonl")
+        assert (
+            card["failed"]
+            == sum(k["count"] for k in card["kinds"].values())
+            == sum(ep.em < 1 for ep in saved)
+        )
+        assert Counter(ep.failure for ep in saved if ep.failure) == {
+            k: v["count"] for k, v in card["kinds"].items()
+        }
+    assert report["agents"]["oracle"]["failures"]["gold_shown"] == 1.0
     assert (tmp_path / "em.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -101,6 +113,7 @@ def test_eval_table(capsys, tmp_path):
     )
     out = capsys.readouterr().out
     assert "EM" in out and "cover-EM" in out and "searches" in out and "heuristic" in out
+    assert re.search(r"^heuristic: \d+ of 8 failed.*; gold passages shown \d+%", out, re.M)
 
 
 @pytest.mark.parametrize(

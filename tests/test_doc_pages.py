@@ -80,11 +80,17 @@ BLOCKS = {
         "bash",
         1,
     ): "test_guide_pages.py::test_the_reward_study_runs_shortened_and_continues_where_it_stopped",
+    ("training.md", "bash", 2): "test_guide_pages.py::test_the_rescore_commands_run_shortened",
     ("plug-in.md", "python", 0): "test_guide_pages.py::test_a_reward_term_reads_the_episode_as_the_page_says",
     (
         "plug-in.md",
         "python",
         1,
+    ): "test_guide_pages.py::test_the_pages_trainer_term_registers_and_a_config_weighs_it",
+    (
+        "plug-in.md",
+        "python",
+        2,
     ): "envs/test_backends.py::test_the_plug_in_pages_retriever_kind_runs_as_written",
     (
         "plug-in.md",

@@ -130,7 +130,33 @@ def test_the_train_commands_run_shortened(tmp_path, tiny_llama_dir):
         p.name for p in (tmp_path / "runs" / "quickstart" / "plots").iterdir()
     }
     cost = json.loads((tmp_path / "runs" / "cost" / "config.json").read_text())["rewards"]
-    assert cost == {"outcome_metric": "em", "outcome": 1.0, "format": 0.1, "per_search": 0.1}
+    assert cost == {
+        "outcome_metric": "em",
+        "outcome": 1.0,
+        "format": 0.1,
+        "terms": {"info_gain": 1.0},
+        "per_search": 0.1,
+    }
+
+
+@pytest.mark.slow
+def test_the_rescore_commands_run_shortened(tmp_path, tiny_llama_dir):
+    """The quick try with every episode saved, shortened with the tiny random Llama, then rescored
+    with an evidence term and a search cost: a rescored run beside it, every group complete."""
+    copy_configs(tmp_path)
+    block = doc_block("training.md", "bash", 2)
+    short = (
+        f"{SHORT} --set model={tiny_llama_dir} --set policy=hf --set policy_kwargs={{}} {TINY} --no-progress"
+    )
+    assert block.count("train --config") == 1 and "searchgym rescore runs/qt" in block
+    out = bash(block.replace("train --config", f"train {short} --config"), tmp_path).stdout
+    report = json.loads((tmp_path / "runs" / "qt" / "rescore" / "rescore.json").read_text())
+    assert report["new_rewards"]["terms"] == {"info_gain": 1.0, "evidence_recall": 0.5}
+    (step,) = report["steps"]
+    assert (
+        step["episodes"] == 4 and step["complete_groups"] == 2 and step["reward_old"] == step["reward_logged"]
+    )
+    assert "episodes, metrics.jsonl and rescore.json in runs/qt/rescore" in out
 
 
 @pytest.mark.slow

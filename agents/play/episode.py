@@ -71,6 +71,9 @@ class Episode:
     error: str | None = None
     """What ended an agent program's episode besides the env: it raised, ran past its time limit,
     never answered, or sent malformed requests (`searchgym.agents.play.programs`)."""
+    failure: str | None = None
+    """Why it failed (`searchgym.agents.play.failures.failure_kind`), where an evaluation that
+    saved it said; None for an episode that answered right, or one no evaluation judged."""
     # the tokens of a policy-backed agent's episode, for training; not saved with the episode
     trajectory: Any = field(default=None, repr=False, compare=False)
     streams: Any = field(default=None, repr=False, compare=False)

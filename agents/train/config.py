@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -244,14 +245,14 @@ class GRPOConfig:
                     f"the weight of reward term {name!r} must be a finite number, got {weight!r}"
                 )
         check_rewards(self.env, self.env_rewards)  # unknown or bad weights fail here, not at the first step
+        self._check_agents_and_policy()
+        if self.program is not None:
+            self._check_program()
         if self.advantage == "igpo" and not any(w > 0 for w in self.trainer_terms.values()):
             raise ConfigError(
                 "advantage: igpo rewards each turn with the trainer's terms: weigh one, e.g. "
                 "rewards: {terms: {info_gain: 1.0}} (IGPO's information gain)"
             )
-        self._check_agents_and_policy()
-        if self.program is not None:
-            self._check_program()
         if self.chat_template is not None:
             resolve_chat_template(self.chat_template)  # an unknown name or missing file fails here
 
@@ -406,6 +407,29 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         values = read_yaml(path) or {}  # a missing file names itself
         if not isinstance(values, dict):
             raise ConfigError(f"{path} must hold a mapping of config keys, got {type(values).__name__}")
+    return config_from(apply_overrides(values, overrides))
+
+
+def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> GRPOConfig:
+    """The config a training run recorded (``RUN_DIR/config.json``), with ``overrides``; a key
+    that has moved since the run is read where it lives now (``info_gain``, which igpo raised to
+    at least 1, into ``rewards.terms``)."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"{path} is not there: give the run directory of a `searchgym train` run")
+    values = json.loads(path.read_text(encoding="utf-8"))
+    gain = values.pop("info_gain", 0.0)
+    if values.get("advantage") == "igpo":
+        gain = max(gain, 1.0)  # as igpo weighed it then
+    if gain:
+        values["rewards"] = {**values.get("rewards", {})}
+        values["rewards"]["terms"] = {**values["rewards"].get("terms", {}), "info_gain": gain}
+    return config_from(apply_overrides(values, overrides))
+
+
+def apply_overrides(values: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``values`` with each ``key=value`` of ``overrides`` set (the value parsed as YAML); a dotted
+    key sets one entry of a mapping, keeping the others."""
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -417,6 +441,12 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             if not isinstance(mapping, dict):
                 raise ConfigError(f"--set {key.strip()}: {'.'.join(parents[: i + 1])} is not a mapping")
         mapping[leaf] = parse_yaml(raw, f"--set {key.strip()}")
+    return values
+
+
+def config_from(values: dict[str, Any]) -> GRPOConfig:
+    """A `GRPOConfig` of ``values``; a moved or unknown key is a `ConfigError` that says where it
+    lives now, or the closest known one."""
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     moved = [f"{k} (now {MOVED_KEYS[k]})" for k in sorted(set(values) & set(MOVED_KEYS))]
     if moved:

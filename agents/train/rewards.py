@@ -55,13 +55,13 @@ def score_groups(
     terms of ``rubric``, each scored by its function with ``scorer``; their values join each
     turn's and episode's ``reward_components`` (shown by searchgym view)."""
     flat = [ep for group in groups for ep in group]
-    rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
     trainer = [(term.weight, term.name, term.fn(flat, scorer)) for term in rubric.at("trainer")]
     for _, name, values in trainer:
         for ep, episode_values in zip(flat, values):
             for turn, value in zip(ep.turns, episode_values):
                 turn.reward_components[name] = value
             ep.reward_components[name] = sum(episode_values)
+    rewards = trained_rewards(groups, trainer if cfg.advantage != "igpo" else ())
     if cfg.advantage == "igpo":
         turn_rewards, i = [], 0
         for group in groups:
@@ -71,8 +71,6 @@ def score_groups(
             i += len(group)
         per_turn = [a for group in igpo_advantages(turn_rewards, gamma=cfg.igpo_gamma) for a in group]
     else:
-        for weight, _, values in trainer:
-            rewards = rewards + weight * torch.tensor([sum(v) for v in values]).view_as(rewards)
         if cfg.advantage == "stratified":
             strata = torch.tensor([[ep.n_searches for ep in group] for group in groups])
             adv = stratified_advantages(rewards, strata, alpha=cfg.stratified_alpha)
@@ -94,7 +92,20 @@ def score_groups(
     return [[s for _ in group for s in next(in_order)] for group in groups], metrics
 
 
-def weighted_turns(trainer: Sequence[tuple[float, str, list[list[float]]]], i: int) -> list[float]:
+TrainerValues = Sequence[tuple[float, str, list[list[float]]]]
+"""Each trainer term's weight, name and values: per episode (the step's, group by group), per turn."""
+
+
+def trained_rewards(groups: Sequence[Sequence[Episode]], trainer: TrainerValues) -> torch.Tensor:
+    """The rewards [groups, G] (float64) the advantages rank: each episode's env reward plus its
+    weighted ``trainer`` terms, each summed over the episode's turns."""
+    rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
+    for weight, _, values in trainer:
+        rewards = rewards + weight * torch.tensor([sum(v) for v in values]).view_as(rewards)
+    return rewards
+
+
+def weighted_turns(trainer: TrainerValues, i: int) -> list[float]:
     """Episode ``i``'s weighted trainer-term values, turn by turn, summed over the terms."""
     per_term = [[weight * v for v in values[i]] for weight, _, values in trainer]
     return [sum(turn) for turn in itertools.zip_longest(*per_term, fillvalue=0.0)]

@@ -14,6 +14,7 @@ from typing import Any
 
 from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
 from searchgym.agents.play.episode import error_warning
+from searchgym.agents.play.failures import failure_card, failure_kind, format_card
 from searchgym.agents.play.rollout import episode_progress, sample_tasks
 from searchgym.agents.policies import models
 from searchgym.agents.policies.base import SamplingParams
@@ -176,8 +177,14 @@ def run(args: argparse.Namespace) -> int:
                     seed=args.seed,
                     **callbacks,
                 )
+        for episode in episodes:
+            episode.failure = failure_kind(episode)
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
-        results[name] = {"all": summarize(episodes), "by_hops": summarize_by(episodes, "hops")}
+        results[name] = {
+            "all": summarize(episodes),
+            "by_hops": summarize_by(episodes, "hops"),
+            "failures": failure_card(episodes, args.seed),
+        }
         warnings[name] = error_warning([ep.error for ep in episodes])
 
     report = {
@@ -201,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
         print("  ".join(filter(None, [args.env, str(env_kwargs or ""), simulated])))
         print(f"{played}  seed {args.seed}")
         print(format_table(results))
+        for name, r in results.items():
+            print(format_card(name, r["failures"]))
         for name, line in warnings.items():
             if line:
                 print(f"{name}: {line}")

@@ -1,0 +1,154 @@
+"""Why an episode failed, and what its searches showed: one failure kind per failed episode (EM 0),
+read from what the episode did against the gold evidence its task names, and the retrieval card
+of a set of episodes (`failure_card`, `card`).
+
+The kinds, decided in this order:
+
+- ``program_error``: an agent program's episode ended with an error (`Episode.error`);
+- ``turn_limit``: it never answered, every action well formed: it ran out of turns;
+- ``protocol``: it never answered, and wrote an invalid action;
+- ``reading_miss``: it answered wrongly with every gold passage shown;
+- where a gold passage was never shown, and the task has a chain (the generated world: each hop's
+  entity, relation, passage and the oracle's query), the first hop whose passage never showed:
+  ``wrong_entity`` where no search named the hop's entity (for a later hop: the bridge entity
+  was misread), ``wrong_relation`` where a search named the entity but none with the relation's
+  words, else ``retrieval_miss`` (the right words, and the retriever did not show the passage);
+- ``retrieval_miss``, where the task names its evidence but no chain;
+- ``unknown``: it answered wrongly, and the task names no evidence to tell which.
+
+Words are compared as Lucene's English analyzer makes terms (lower case, no stopwords, Porter
+stems): a search names an entity when it holds at least half of the entity's terms, and names a
+relation when it holds one of the terms the oracle's query adds to the entity.
+
+>>> from searchgym.agents.play.episode import Episode, Turn
+>>> chain = [{"entity": "Gremis Deilwell", "doc_id": "d1", "query": "Gremis Deilwell studied"},
+...          {"entity": "Asora Institute", "doc_id": "d2", "query": "Asora Institute founded"}]
+>>> def episode(*searches, answer="1482"):
+...     turns = [Turn("", "", 0.0, "search", None, query=q, doc_ids=ids) for q, ids in searches]
+...     turns.append(Turn("", "", 0.0, "answer", None))
+...     return Episode("t", "q", ["1482"], {"chain": chain}, turns, prediction=answer,
+...                    em=float(answer == "1482"), evidence=["d1", "d2"])
+>>> first = ("Gremis Deilwell studied", ["d1"])
+>>> failure_kind(episode(first, ("Asora Institute founded", ["d2"])))
+>>> failure_kind(episode(first, ("Asora Institute founded", ["d2"]), answer="1500"))
+'reading_miss'
+>>> failure_kind(episode(first, ("Orvan College founded", ["d7"]), answer="1500"))
+'wrong_entity'
+>>> failure_kind(episode(first, ("Asora Institute location", ["d9"]), answer="1500"))
+'wrong_relation'
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from searchgym.agents.play.episode import Episode
+from searchgym.retrievers.analysis import LuceneAnalyzer
+from searchgym.stats import bootstrap_ci
+
+KINDS = (
+    "program_error",
+    "turn_limit",
+    "protocol",
+    "reading_miss",
+    "wrong_entity",
+    "wrong_relation",
+    "retrieval_miss",
+    "unknown",
+)
+"""Every failure kind, in the order `failure_kind` decides them."""
+
+
+def failure_kind(episode: Episode) -> str | None:
+    """Why ``episode`` failed (one of `KINDS`), or None where it answered right (EM 1)."""
+    if episode.em >= 1.0:
+        return None
+    if episode.error is not None:
+        return "program_error"
+    if episode.prediction is None:
+        return "protocol" if episode.n_invalid else "turn_limit"
+    if not episode.evidence:
+        return "unknown"
+    shown = shown_at(episode)
+    if all(shown[doc_id] is not None for doc_id in episode.evidence):
+        return "reading_miss"
+    chain = episode.metadata.get("chain") or []
+    missed = next((hop for hop in chain if shown.get(hop.get("doc_id")) is None), None)
+    if missed is None or not {"entity", "query"} <= set(missed):
+        return "retrieval_miss"
+    queries = [_terms(turn.query) for turn in episode.turns if turn.query]
+    entity = _terms(missed["entity"])
+    naming = [q for q in queries if len(entity & q) * 2 >= len(entity)]
+    if not naming:
+        return "wrong_entity"
+    relation = _terms(missed["query"]) - entity
+    if relation and not any(relation & q for q in naming):
+        return "wrong_relation"
+    return "retrieval_miss"
+
+
+def shown_at(episode: Episode) -> dict[str, int | None]:
+    """For each gold evidence passage of the episode's task, the turn (from 0) whose search first
+    showed it, or None where none did."""
+    first: dict[str, int] = {}
+    for t, turn in enumerate(episode.turns):
+        for doc_id in turn.doc_ids or ():
+            first.setdefault(doc_id, t)
+    return {doc_id: first.get(doc_id) for doc_id in episode.evidence}
+
+
+def failure_card(episodes: Sequence[Episode], seed: int = 0) -> dict[str, Any]:
+    """The retrieval card of ``episodes`` (`card`)."""
+    return card([failure_kind(ep) for ep in episodes], [shown_at(ep) for ep in episodes if ep.evidence], seed)
+
+
+def card(
+    kinds: Sequence[str | None], shown: Sequence[dict[str, int | None]], seed: int = 0
+) -> dict[str, Any]:
+    """The retrieval card of a set of episodes, from each one's `failure_kind` and, for those whose
+    task names its evidence, `shown_at`: ``n``, ``failed`` (EM 0), per kind of `KINDS` its
+    ``count`` with the 95 % bootstrap interval of the count over the episodes (``low``,
+    ``high``), and over the episodes with evidence (``with_evidence``) the share of gold
+    passages their searches showed (``gold_shown``), the share of episodes shown every one
+    (``all_gold_shown``) and the mean turn of the first gold passage shown (``first_gold_turn``,
+    from 0). The counts add up to ``failed``; a share of no episodes is None."""
+    n, counts = len(kinds), Counter(kind for kind in kinds if kind is not None)
+    by_kind = {}
+    for kind in (k for k in KINDS if counts[k]):
+        low, high = bootstrap_ci([float(k == kind) for k in kinds], seed=seed)
+        by_kind[kind] = {"count": counts[kind], "low": round(low * n), "high": round(high * n)}
+    turns = [t for one in shown for t in one.values()]
+    firsts = [min(ts) for one in shown if (ts := [t for t in one.values() if t is not None])]
+    return {
+        "n": n,
+        "failed": sum(counts.values()),
+        "kinds": by_kind,
+        "with_evidence": len(shown),
+        "gold_shown": sum(t is not None for t in turns) / len(turns) if turns else None,
+        "all_gold_shown": fmean(all(t is not None for t in one.values()) for one in shown) if shown else None,
+        "first_gold_turn": fmean(firsts) if firsts else None,
+    }
+
+
+def format_card(name: str, card: dict[str, Any]) -> str:
+    """One line of ``card``: the failed episodes and each kind's count with its interval."""
+    kinds = ", ".join(f"{kind} {v['count']} [{v['low']}, {v['high']}]" for kind, v in card["kinds"].items())
+    shown = (
+        f"; gold passages shown {card['gold_shown']:.0%}, all of a task's {card['all_gold_shown']:.0%}"
+        if card["gold_shown"] is not None
+        else "; no evidence annotations: retrieval and reading misses cannot be told apart"
+    )
+    return f"{name}: {card['failed']} of {card['n']} failed" + (f": {kinds}" if kinds else "") + shown
+
+
+@functools.cache
+def _analyzer() -> LuceneAnalyzer:
+    return LuceneAnalyzer()
+
+
+def _terms(text: str) -> set[str]:
+    return set(_analyzer()(text))
