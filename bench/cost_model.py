@@ -532,7 +532,7 @@ def setup(cfg: Any, rec: Recorder) -> SimpleNamespace:
 def play_phases(cfg: Any, job: SimpleNamespace, steps: int, rec: Recorder, bar: Any) -> None:
     """``steps`` GRPO steps, each phase as `grpo.train` runs it, then the evaluation, each timed
     and recorded by ``rec`` with the episodes it played."""
-    params, engine, model, tokenizer = cfg.sampling, job.engine, job.model, job.policy.tokenizer
+    engine, model, tokenizer = job.engine, job.model, job.policy.tokenizer
     played_groups, evaluated = play.play_groups, evaluation.run_episodes
 
     def kept_groups(*args, **kwargs):
@@ -549,7 +549,7 @@ def play_phases(cfg: Any, job: SimpleNamespace, steps: int, rec: Recorder, bar: 
         bar.set_postfix_str(f"step {step}: rollout")
         with rec.timing("rollout"), mock.patch.object(play, "play_groups", kept_groups):
             groups, _ = play.play_step(
-                engine, job.envs, job.train_tasks, step, cfg, params, job.accelerator, bar.set_postfix_str
+                engine, job.envs, job.train_tasks, step, cfg, job.accelerator, bar.set_postfix_str
             )
         bar.update()
         bar.set_postfix_str(f"step {step}: scoring")
@@ -565,7 +565,7 @@ def play_phases(cfg: Any, job: SimpleNamespace, steps: int, rec: Recorder, bar: 
         flat = [s for group in samples for s in group]
         for _ in range(cfg.updates_per_step):
             with rec.timing("update"):
-                update(job.wrapped, job.ref_model, job.optimizer, samples, cfg, params, job.accelerator,
+                update(job.wrapped, job.ref_model, job.optimizer, samples, cfg, job.accelerator,
                        tokenizer.pad_token_id)  # fmt: skip
             rec.optimizer_steps.append(sum(p.numel() for p in model.parameters() if p.requires_grad))
             rec.calls["update"]["samples"] += len(flat)

@@ -65,9 +65,7 @@ def main() -> None:
     for step in range(args.steps if arms else 0):
         for name, arm in arms.items():
             tick = time.perf_counter()
-            groups, metrics = play.play_step(
-                policy, arm.envs, arm.tasks, step, arm.cfg, arm.cfg.sampling, one
-            )
+            groups, metrics = play.play_step(policy, arm.envs, arm.tasks, step, arm.cfg, one)
             arm.seconds += time.perf_counter() - tick
             arm.played += metrics["rollout/groups_played"]
             arm.trained += sum(not play.is_degenerate(g) for g in groups)

@@ -110,7 +110,6 @@ def main() -> None:
                 arm["optimizer"],
                 [samples],
                 arm["cfg"],
-                arm["cfg"].sampling,
                 accelerator,
                 pad_id,
             )

@@ -18,7 +18,11 @@ weight of the rubric's ``turns`` term):
 - every turn (search, finish or an invalid action) is charged one of ``turns``; a search also
   charges ``search_calls`` and ``obs_tokens_1k``, as in `SearchEnv` (with ``cost_only_if_correct``
   the whole plan is charged at the end instead, and only when the answer is exactly right);
-- ``finish`` earns ``outcome * metric(generator's answer) + format * format_score``.
+- ``finish`` earns ``outcome * metric(generator's answer) + format * format_score``, and with
+  ``beyond_rag`` s3's gain beyond RAG (Jiang et al. 2025, arXiv 2505.14146): the metric of the
+  generator's answer from the plan's results less that of its answer from naive retrieval (the
+  question's own ``top_k`` results), both read by the same frozen generator; the naive answer's
+  score is computed once per task and kept.
 
 The turn limit is `PlannerTurnLimit`: a planner that runs out of turns still gets the
 generator's answer from what it found (outcome counted, no format score: it never finished). A
@@ -41,11 +45,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from searchgym.config_types import check_int
+from searchgym.envs.observations import format_docs, truncate_tokens
 from searchgym.envs.protocols import ActionProtocol, make_protocol
 from searchgym.envs.reader import generator_prompt, parse_reply
-from searchgym.envs.rewards import RewardWeights, usage
+from searchgym.envs.rewards import RewardWeights, outcome_reward, usage
 from searchgym.envs.rubric import Term
-from searchgym.envs.text_env import Charges, RetrieverEnv, SharedGeneratorSpec
+from searchgym.envs.text_env import WORLD_FAILURES, Charges, RetrieverEnv, SharedGeneratorSpec
 from searchgym.envs.tools import SEARCH, Tool, ToolCall
 from searchgym.envs.wrappers import TurnLimit
 from searchgym.errors import ConfigError, PolicyError
@@ -73,6 +78,9 @@ class PlannerRewards(RewardWeights):
 
     per_turn: float = 0.0
     """Cost of one planning turn: a search, an invalid action or finish (λ_turn)."""
+    beyond_rag: float = 0.0
+    """Weight of s3's gain beyond RAG: the answer's score from the plan's results less its score
+    from naive retrieval of the question (0: not computed, no extra generator call)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -85,7 +93,13 @@ class PlannerRewards(RewardWeights):
             -self.per_turn or 0.0,
             doc="planning turns charged (the planner envs); weight -rewards.per_turn",
         )
-        return (*super().step_terms(), turns)
+        gain = Term(
+            "beyond_rag",
+            float(self.beyond_rag),
+            doc="s3's gain beyond RAG (the planner envs): the answer's score from the plan's results "
+            "less its score from naive retrieval of the question; weight rewards.beyond_rag",
+        )
+        return (*super().step_terms(), turns, *([gain] if self.beyond_rag else []))
 
 
 def plan_charges(n_searches: int, n_turns: int, obs_tokens: int) -> Charges:
@@ -143,6 +157,8 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         super().__init__(tasks, retriever, protocol, weights, top_k=top_k, max_obs_tokens=max_obs_tokens)
         self.generator = generator
         self.generator_params = generator_params
+        self._naive: dict[str, float] = {}
+        """Per task id, the score of the generator's answer from naive retrieval (`beyond_rag`)."""
 
     def answer_now(self) -> tuple[float, dict[str, Any]]:
         """End an episode the planner did not finish (at the turn limit): the generator answers
@@ -158,6 +174,7 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
     def _new_episode(self) -> None:
         super()._new_episode()
         self._cost = 0.0
+        self._gain = 0.0
 
     # -- tools -------------------------------------------------------------------------------
     def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
@@ -184,9 +201,37 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         if len(completions) != 1:
             raise ValueError(f"the generator returned {len(completions)} completions for one conversation")
         reply = clean_text(completions[0].text)  # a server's JSON "\ud800" is a lone surrogate
+        if self.rewards.beyond_rag:
+            naive = self._naive_rag_score(info)
+            if naive is None:
+                return None
         scored = self._score_answer(parse_reply(reply), info, format_score=finished)
         info["generator_reply"] = reply
+        if self.rewards.beyond_rag:
+            self._gain = scored[0] - naive
         return scored
+
+    def _naive_rag_score(self, info: dict[str, Any]) -> float | None:
+        """The score (the outcome metric) of the generator's answer from the question's own top
+        ``top_k`` results, computed once per task; None (``info["error"]`` set) where the search
+        or the generator fails."""
+        assert self._task is not None
+        task = self._task
+        if task.id not in self._naive:
+            try:
+                docs = self.retriever.search(task.question, self.top_k)
+                text = truncate_tokens(format_docs(docs), self.max_obs_tokens)
+                prompt = clean_text(generator_prompt(task.question, [(task.question, text)]))
+                completions = self.generator.chat(
+                    [[{"role": "user", "content": prompt}]], self.generator_params
+                )
+            except (*_GENERATOR_FAILURES, *WORLD_FAILURES) as e:
+                self._counts["n_errors"] += 1
+                info["error"] = f"naive retrieval's answer failed: {type(e).__name__}: {e}"
+                return None
+            reply = parse_reply(clean_text(completions[0].text))
+            self._naive[task.id] = outcome_reward(reply, task.answers, self.rewards.outcome_metric)
+        return self._naive[task.id]
 
     def _turn_charges(self) -> Charges:
         return {} if self.rewards.cost_only_if_correct else {"turns": 1.0}
@@ -196,7 +241,13 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
 
     def _reward(self, outcome: float, fmt: float, charges: Charges, info: dict[str, Any]) -> float:
         self._cost += self.rubric.cost(self._step_values(outcome, fmt, charges))
-        return super()._reward(outcome, fmt, charges, info)
+        reward = super()._reward(outcome, fmt, charges, info)
+        self._gain = 0.0  # scored once, at the answer
+        return reward
+
+    def _step_values(self, outcome: float, fmt: float, charges: Charges) -> dict[str, float]:
+        values = super()._step_values(outcome, fmt, charges)
+        return values | {"beyond_rag": self._gain} if self.rewards.beyond_rag else values
 
     def _info_counts(self) -> dict[str, Any]:
         return {**self._counts, "n_turns": self._turn, "episode_cost": self._cost}

@@ -80,6 +80,41 @@ def evidence_recall(episode: EpisodeRecord) -> float:
     return len(evidence & episode.retrieved) / len(evidence) if evidence else 0.0
 
 
+def step_gain(episode: EpisodeRecord) -> float:
+    """StepSearch's process reward (Wang et al. 2025, arXiv 2505.15107), summed over the episode's
+    searches: each search earns the share of the task's gold passages it showed for the first
+    time, less the share of its results that an earlier search, or itself, had already shown (0 for
+    a task without evidence).
+
+    Exact on document ids where StepSearch matches texts by TF-IDF, and unscaled (StepSearch
+    weighs each step 0.6: weigh the term). Two gold passages; the first search shows one of them,
+    the second shows it again and the other, the third only repeats:
+
+    >>> from searchgym.tasks.task import Task
+    >>> task = Task("t", "q?", ("a",), evidence=("g1", "g2"))
+    >>> infos = [{"tool": "search", "doc_ids": ["g1", "x"]}, {"tool": "search", "doc_ids": ["g1", "g2"]},
+    ...          {"tool": "search", "doc_ids": ["x", "x"]}, {"tool": "answer"}]
+    >>> step_gain(EpisodeRecord(task, infos))  # (0.5 - 0) + (0.5 - 0.5) + (0 - 1)
+    -0.5
+    """
+    evidence = set(episode.task.evidence)
+    if not evidence:
+        return 0.0
+    seen: set[str] = set()
+    total = 0.0
+    for info in episode.infos:
+        shown = list(info.get("doc_ids") or ()) if info.get("tool") == "search" else []
+        if not shown:
+            continue
+        gained = len(evidence & set(shown) - seen) / len(evidence)
+        repeated = 0
+        for doc_id in shown:
+            repeated += doc_id in seen
+            seen.add(doc_id)
+        total += gained - repeated / len(shown)
+    return total
+
+
 @dataclass(frozen=True)
 class Term:
     """One named reward term: its weight, when it is scored, for an ``episode`` or ``trainer`` term

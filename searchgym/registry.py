@@ -465,6 +465,7 @@ def _register_builtin() -> None:
     for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"):
         TASK_SETS.register(name, f"{tasks}.datasets:load_benchmark", kwargs={"name": name})
     REWARDS.register("evidence_recall", "searchgym.envs.rubric:evidence_recall")
+    REWARDS.register("step_gain", "searchgym.envs.rubric:step_gain")
     TRAINER_REWARDS.register("info_gain", "searchgym.agents.train.rewards:info_gain")
 
 

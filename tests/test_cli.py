@@ -50,11 +50,21 @@ def test_list_rewards_shows_every_term_with_its_level_and_description(capsys, mo
     rewards = {"terms": dict.fromkeys(REWARDS.names(), 0.1)}  # other tests may have registered some
     assert {"evidence_recall", "answer_is_short"} <= set(rewards["terms"]) < set(searchgym.list_rewards())
     env = searchgym.make("searchgym/FictionalQA-BM25-v0", n_passages=300, rewards=rewards)
-    planner = searchgym.make("searchgym/FictionalQA-Planner-v0", n_passages=300, rewards=rewards)
+    planner = searchgym.make(
+        "searchgym/FictionalQA-Planner-v0", n_passages=300, rewards=rewards | {"beyond_rag": 1}
+    )
     trained = training_rubric(env, GRPOConfig(rewards={"terms": {"info_gain": 0.5}}))
     expected = {t.name: t.when for r in (trained, planner.unwrapped.rubric) for t in r.terms}
     assert {name: when for name, (when, _) in rows.items()} == expected
-    assert set(expected) >= {"outcome", "format", "search_calls", "obs_tokens_1k", "turns", "info_gain"}
+    assert set(expected) >= {
+        "outcome",
+        "format",
+        "search_calls",
+        "obs_tokens_1k",
+        "turns",
+        "beyond_rag",
+        "info_gain",
+    }
     assert rows["answer_is_short"] == (
         "episode",
         "1 when the answer has fewer than 20 characters; weight rewards.terms.answer_is_short",

@@ -23,6 +23,7 @@ PACKAGES = {
 }
 S = "searchgym"
 GROUND_FLOOR = ("errors", "files", "generation", "registry", "stats", "serving", "hub", "run_dir", "plots")
+GROUND_FLOOR += ("failure_kinds",)
 FLOORS = (  # bottom to top: a module's floor is the one of its longest matching prefix
     ("ground", tuple(f"{S}.{m}" for m in GROUND_FLOOR)),
     ("tasks and retrievers", (f"{S}.tasks", f"{S}.retrievers")),

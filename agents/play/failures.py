@@ -47,20 +47,9 @@ from statistics import fmean
 from typing import Any
 
 from searchgym.agents.play.episode import Episode
+from searchgym.failure_kinds import KINDS
 from searchgym.retrievers.analysis import LuceneAnalyzer
 from searchgym.stats import bootstrap_ci
-
-KINDS = (
-    "program_error",
-    "turn_limit",
-    "protocol",
-    "reading_miss",
-    "wrong_entity",
-    "wrong_relation",
-    "retrieval_miss",
-    "unknown",
-)
-"""Every failure kind, in the order `failure_kind` decides them."""
 
 
 def failure_kind(episode: Episode) -> str | None:

@@ -49,6 +49,10 @@ class Trajectory:
     logprobs: list[float] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
+    sampled: bool = True
+    """Whether the policy sampled these tokens; False for a scripted guide's episode that GRPO
+    trains on (`GRPOConfig.guide`), whose ``logprobs`` are then not the policy's: the update
+    takes the trained model's own in their place."""
 
     def extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:
         self.ids.extend(ids)

@@ -8,6 +8,7 @@ from typing import Any
 from accelerate.utils import gather_object
 
 from searchgym.agents.play.episode import error_warning
+from searchgym.agents.play.failures import card, failure_kind, shown_at
 from searchgym.agents.play.programs import ProgramPlayer
 from searchgym.agents.play.rollout import episode_progress, run_episodes
 from searchgym.agents.policies.agent import PolicyAgent
@@ -25,7 +26,8 @@ def evaluate(
     processes), played by the policy or by an agent program (``programs``); mean EM (with its
     95 % bootstrap interval, ``em_low``/``em_high``), F1, searches, turns, invalid-action rate and
     the share of episodes that ended with an error, ``em_per_task`` (in task order) for paired
-    comparisons, and ``warning``: `error_warning`'s line, or None."""
+    comparisons, ``failures`` (the retrieval card: `searchgym.agents.play.failures.card`), and
+    ``warning``: `error_warning`'s line, or None."""
     env = make_env(cfg, cfg.eval_split)
     tasks = list(env.unwrapped.tasks)[: cfg.eval_tasks]
     env.close()
@@ -60,14 +62,24 @@ def evaluate(
             )
     policy.drop_caches()
     rows = [
-        (rank + world * i, e.em, e.f1, e.n_searches, e.n_turns, e.n_invalid, e.error)
+        (
+            rank + world * i,
+            e.em,
+            e.f1,
+            e.n_searches,
+            e.n_turns,
+            e.n_invalid,
+            e.error,
+            failure_kind(e),
+            shown_at(e),
+        )
         for i, e in enumerate(episodes)
     ]
     if world > 1:
         rows = gather_object(rows)
-    rows.sort()
+    rows.sort(key=lambda row: row[0])
     n = len(rows)
-    _, em, f1, searches, turns, invalid, errors = (list(column) for column in zip(*rows))
+    _, em, f1, searches, turns, invalid, errors, kinds, shown = (list(column) for column in zip(*rows))
     em_low, em_high = bootstrap_ci(em, seed=cfg.seed)
     return {
         "n": n,
@@ -80,6 +92,7 @@ def evaluate(
         "invalid_rate": sum(invalid) / max(sum(turns), 1),
         "errors": sum(e is not None for e in errors) / n,
         "em_per_task": em,
+        "failures": card(kinds, [s for s in shown if s], seed=cfg.seed),
         "warning": error_warning(errors),
     }
 
@@ -92,5 +105,13 @@ def paired_difference(before: dict[str, Any], after: dict[str, Any], seed: int =
 
 
 def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """An `evaluate` result as ``eval/*`` scalars for the metrics log."""
-    return {f"eval/{k}": v for k, v in result.items() if k not in ("em_per_task", "warning")}
+    """An `evaluate` result as ``eval/*`` scalars for the metrics log: its means, and the share of
+    the episodes of each failure kind (``eval/failure/KIND``) and of gold passages shown."""
+    scalars = {f"eval/{k}": v for k, v in result.items() if k not in ("em_per_task", "warning", "failures")}
+    failures = result.get("failures")
+    if failures:
+        n = max(failures["n"], 1)
+        scalars |= {f"eval/failure/{kind}": v["count"] / n for kind, v in failures["kinds"].items()}
+        if failures["gold_shown"] is not None:
+            scalars["eval/gold_shown"] = failures["gold_shown"]
+    return scalars

@@ -29,6 +29,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 
 from searchgym.agents.play.programs import ProgramPlayer, load_program
+from searchgym.agents.policies.base import TokenizedPolicy, TrainablePolicy
 from searchgym.agents.policies.cached import native_bf16
 from searchgym.agents.train.checkpoint import (
     checkpoint_dir,
@@ -59,6 +60,7 @@ from searchgym.envs.rubric import Rubric, Term
 from searchgym.errors import ConfigError
 from searchgym.registry import TRAINER_REWARDS
 from searchgym.run_dir import claim_run_dir
+from searchgym.tasks.task import Task
 
 
 def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -76,8 +78,87 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
     accelerator = Accelerator(
         cpu=not torch.cuda.is_available(), mixed_precision="bf16" if _use_bf16(cfg) else "no"
     )
-    main = accelerator.is_main_process
-    if main:  # the run directory is ours and nothing saves yet: a temporary save found is a dead one
+    checkpoint = _resume_point(cfg, accelerator)
+    finished = _finished_summary(run_dir, checkpoint, cfg.steps)
+    if finished is not None:  # nothing to run: no evaluation, no metrics row, no file changes
+        if accelerator.is_main_process:
+            tqdm.write(
+                f"{run_dir} already finished at step {cfg.steps} (its checkpoint and summary.json are "
+                "there): nothing to resume, nothing changed; raise steps to train further"
+            )
+        return finished | {
+            "resumed_from": cfg.steps,
+            "is_main_process": accelerator.is_main_process,
+            "already_finished": True,
+        }
+    check_splits_apart(cfg)  # before the model loads
+    with contextlib.ExitStack() as closing:  # the envs and the gateway close however train ends
+        run = _start(cfg, accelerator, checkpoint, on_eval, closing)
+        bar = tqdm(
+            total=cfg.steps, initial=run.start_step, desc="GRPO", disable=not (cfg.progress and run.main)
+        )
+        for step in range(run.start_step, cfg.steps):
+            metrics = _step(run, step, bar.set_postfix_str)
+            bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
+            bar.update()
+        bar.close()
+        return _finish(run, time.perf_counter() - start_time)
+
+
+@dataclasses.dataclass
+class _Run:
+    """What a run's steps share: made by `_start`, stepped by `_step`, ended by `_finish`."""
+
+    cfg: GRPOConfig
+    accelerator: Any
+    policy: TrainablePolicy
+    engine: TokenizedPolicy
+    programs: ProgramPlayer | None
+    on_eval: Callable[[str, dict[str, Any]], None] | None
+    envs: list[gym.Env] = dataclasses.field(default_factory=list)
+    train_tasks: list[Task] = dataclasses.field(default_factory=list)
+    rubric: Rubric = Rubric(())
+    optimizer: Any = None
+    wrapped: Any = None
+    """The model as the accelerator prepared it (DDP under ``accelerate launch``)."""
+    ref_model: torch.nn.Module | None = None
+    log: MetricsLog | None = None
+    start_step: int = 0
+    base: dict[str, Any] | None = None
+    before: dict[str, Any] | None = None
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def evaluate(self, when: str) -> dict[str, Any]:
+        metrics = evaluate(self.cfg, self.engine, self.accelerator, self.programs)
+        if self.on_eval is not None and self.main:
+            self.on_eval(when, metrics)
+        return metrics
+
+    def checkpoint(self, step: int) -> None:
+        if self.main:
+            save_checkpoint(
+                Path(self.cfg.run_dir),
+                step,
+                model=self.policy.model,
+                optimizer=self.optimizer,
+                tokenizer=self.policy.tokenizer,
+                data_state={"tasks_seen": step * self.cfg.tasks_per_step},
+                extra={"eval_before": self.before, "eval_base": self.base},
+                keep=self.cfg.keep_checkpoints,
+            )
+        self.accelerator.wait_for_everyone()
+
+
+def _resume_point(cfg: GRPOConfig, accelerator: Any) -> Path | None:
+    """The checkpoint ``--resume`` continues from (None for a fresh run); a save that a killed
+    run left unfinished is removed first."""
+    run_dir = Path(cfg.run_dir)
+    if (
+        accelerator.is_main_process
+    ):  # the run directory is ours and nothing saves yet: a temporary save is dead
         remove_unfinished_saves(run_dir)
     checkpoint = latest_checkpoint(run_dir) if cfg.resume else None  # it warns of each newer one it skips
     if cfg.resume and checkpoint is None:
@@ -85,139 +166,122 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
             f"--resume: no checkpoint in {run_dir / 'checkpoints'} is complete and intact (the warnings "
             "above say why); start afresh with --overwrite"
         )
-    finished = _finished_summary(run_dir, checkpoint, cfg.steps)
-    if finished is not None:  # nothing to run: no evaluation, no metrics row, no file changes
-        if main:
-            tqdm.write(
-                f"{run_dir} already finished at step {cfg.steps} (its checkpoint and summary.json are "
-                "there): nothing to resume, nothing changed; raise steps to train further"
-            )
-        return finished | {"resumed_from": cfg.steps, "is_main_process": main, "already_finished": True}
+    return checkpoint
 
-    def evaluated(when: str) -> dict[str, Any]:
-        metrics = evaluate(cfg, engine, accelerator, programs)
-        if on_eval is not None and main:
-            on_eval(when, metrics)
-        return metrics
 
-    check_splits_apart(cfg)  # before the model loads
+def _start(
+    cfg: GRPOConfig,
+    accelerator: Any,
+    checkpoint: Path | None,
+    on_eval: Callable[[str, dict[str, Any]], None] | None,
+    closing: contextlib.ExitStack,
+) -> _Run:
+    """Everything before the first step: the policies, the gateway of a program, the optimizer,
+    the envs, the warm start and the evaluations before GRPO (or the checkpoint resumed), the
+    frozen blocks, the KL reference and the metrics log."""
     policy, engine = load_policies(cfg, accelerator.device)
-    with contextlib.ExitStack() as closing:  # the envs and the gateway close however train ends
-        programs = closing.enter_context(_program_player(cfg, engine)) if cfg.program else None
-        model, tokenizer = policy.model, policy.tokenizer
-        trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        envs = [
-            make_env(cfg, cfg.train_split) for _ in range(first_round_size(cfg, accelerator) * cfg.group_size)
-        ]
-        for env in envs:
-            closing.callback(env.close)
-        _, train_tasks = split_warm_start(list(check_trainable_env(envs[0])), cfg)
-        rubric, params = training_rubric(envs[0], cfg), cfg.sampling  # the sampler's, and the loss's
-        if main:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "config.json").write_text(
-                json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8"
-            )
-
-        def checkpoint_at(step: int) -> None:
-            if main:
-                data_state = {"tasks_seen": step * cfg.tasks_per_step}
-                save_checkpoint(
-                    run_dir,
-                    step,
-                    model=model,
-                    optimizer=optimizer,
-                    tokenizer=tokenizer,
-                    data_state=data_state,
-                    extra={"eval_before": before, "eval_base": base},
-                    keep=cfg.keep_checkpoints,
-                )
-            accelerator.wait_for_everyone()
-
-        start_step, base, before = 0, None, None
-        if checkpoint is not None:
-            state = load_checkpoint(checkpoint, model=model, optimizer=optimizer)
-            start_step, before = state["step"], state["extra"].get("eval_before")
-            base = state["extra"].get("eval_base")
+    programs = closing.enter_context(_program_player(cfg, engine)) if cfg.program else None
+    run = _Run(cfg, accelerator, policy, engine, programs, on_eval)
+    model = policy.model
+    trainable = top_modules(model, cfg.trainable_layers) if cfg.trainable_layers else None
+    run.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    run.envs = [
+        make_env(cfg, cfg.train_split) for _ in range(first_round_size(cfg, accelerator) * cfg.group_size)
+    ]
+    for env in run.envs:
+        closing.callback(env.close)
+    _, run.train_tasks = split_warm_start(list(check_trainable_env(run.envs[0])), cfg)
+    run.rubric = training_rubric(run.envs[0], cfg)
+    run_dir = Path(cfg.run_dir)
+    if run.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8")
+    if checkpoint is not None:
+        state = load_checkpoint(checkpoint, model=model, optimizer=run.optimizer)
+        run.start_step, run.before = state["step"], state["extra"].get("eval_before")
+        run.base = state["extra"].get("eval_base")
+        sync_rollout_weights(policy, engine)
+    else:
+        if cfg.warm_start_episodes:
+            run.base = run.evaluate("base") if cfg.eval_tasks and cfg.eval_base else None
+            warm_start(cfg, model, policy.tokenizer, accelerator)
             sync_rollout_weights(policy, engine)
-        else:
-            if cfg.warm_start_episodes:
-                base = evaluated("base") if cfg.eval_tasks and cfg.eval_base else None
-                warm_start(cfg, model, tokenizer, accelerator)
-                sync_rollout_weights(policy, engine)
-            before = evaluated("before") if cfg.eval_tasks else None
-            checkpoint_at(0)
-        if trainable:  # after the warm start, which trains every parameter
-            freeze_all_but(model, trainable)
-        wrapped, optimizer = accelerator.prepare(model, optimizer)  # after the freeze, which DDP must see
-        ref_model = _reference_model(model, run_dir, start_step) if cfg.kl_coef > 0 else None
+        run.before = run.evaluate("before") if cfg.eval_tasks else None
+        run.checkpoint(0)
+    if trainable:  # after the warm start, which trains every parameter
+        freeze_all_but(model, trainable)
+    run.wrapped, run.optimizer = accelerator.prepare(
+        model, run.optimizer
+    )  # after the freeze, which DDP must see
+    run.ref_model = _reference_model(model, run_dir, run.start_step) if cfg.kl_coef > 0 else None
+    run.log = MetricsLog(run_dir, tensorboard=cfg.tensorboard) if run.main else None
+    if run.log is not None:
+        run.log.truncate_after(run.start_step)
+        if run.before is not None and run.start_step == 0:
+            run.log.log(0, eval_metrics(run.before))
+    return run
 
-        log = MetricsLog(run_dir, tensorboard=cfg.tensorboard) if main else None
-        if log is not None:
-            log.truncate_after(start_step)
-            if before is not None and start_step == 0:
-                log.log(0, eval_metrics(before))
-        bar = tqdm(total=cfg.steps, initial=start_step, desc="GRPO", disable=not (cfg.progress and main))
-        protocol = envs[0].unwrapped.protocol
-        for step in range(start_step, cfg.steps):
-            tick = time.perf_counter()
-            groups, played = play_step(
-                engine, envs, train_tasks, step, cfg, params, accelerator, bar.set_postfix_str, programs
-            )
-            if played.get("rollout/short_groups") and main:
-                note = short_step_note(step + 1, played, cfg, per_process(cfg.tasks_per_step, accelerator))
-                tqdm.write(note, file=sys.stderr)  # a diagnostic: stdout holds the results
-            scored = time.perf_counter()
-            samples, metrics = score_groups(
-                groups, rubric, cfg, Scorer(model, tokenizer, protocol, engine.cached_kv)
-            )
-            engine.drop_caches()  # the update changes the weights they belong to, and needs the memory
-            metrics |= played
-            updated = time.perf_counter()
-            for _ in range(cfg.updates_per_step):
-                metrics |= update(
-                    wrapped, ref_model, optimizer, samples, cfg, params, accelerator, tokenizer.pad_token_id
-                )
-            sync_rollout_weights(policy, engine)
-            metrics = _mean_over_processes(metrics, accelerator)
-            now = time.perf_counter()
-            metrics |= {  # where a step's time goes; scoring includes the information gain
-                "time/rollout_s": scored - tick,
-                "time/score_s": updated - scored,
-                "time/update_s": now - updated,
-                "time/step_s": now - tick,
-            }
-            done = step + 1
-            if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-                metrics |= eval_metrics(evaluated(f"step {done}"))
-            if log is not None:
-                log.log(done, metrics)
-                save_step_episodes(run_dir, done, groups, cfg.log_episodes)
-            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                checkpoint_at(done)
-            bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
-            bar.update()
-        bar.close()
 
-        # with no GRPO step (a warm start alone), the model is the one evaluated before
-        after = evaluated("after") if cfg.eval_tasks and cfg.steps else None
-        summary = {
-            "steps": cfg.steps,
-            "resumed_from": start_step,
-            "wall_s": time.perf_counter() - start_time,
-            "eval_base": base,
-            "eval_before": before,
-            "eval_after": after,
-            "grpo_vs_start": paired_difference(before, after, cfg.seed) if before and after else None,
-            "is_main_process": main,
-        }
-        if log is not None:
-            if after is not None:
-                log.log(cfg.steps, eval_metrics(after))
-            log.close()
-            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-        return summary
+def _step(run: _Run, step: int, show: Callable[[str], None]) -> dict[str, float]:
+    """One GRPO step: play, score, update, log; returns the step's metrics (``show`` takes a
+    line of progress)."""
+    cfg, engine, accelerator = run.cfg, run.engine, run.accelerator
+    tick = time.perf_counter()
+    groups, played = play_step(engine, run.envs, run.train_tasks, step, cfg, accelerator, show, run.programs)
+    if played.get("rollout/short_groups") and run.main:
+        note = short_step_note(step + 1, played, cfg, per_process(cfg.tasks_per_step, accelerator))
+        tqdm.write(note, file=sys.stderr)  # a diagnostic: stdout holds the results
+    scored = time.perf_counter()
+    protocol = run.envs[0].unwrapped.protocol
+    scorer = Scorer(run.policy.model, run.policy.tokenizer, protocol, engine.cached_kv)
+    samples, metrics = score_groups(groups, run.rubric, cfg, scorer)
+    engine.drop_caches()  # the update changes the weights they belong to, and needs the memory
+    metrics |= played
+    updated = time.perf_counter()
+    pad_id = run.policy.tokenizer.pad_token_id
+    for _ in range(cfg.updates_per_step):
+        metrics |= update(run.wrapped, run.ref_model, run.optimizer, samples, cfg, accelerator, pad_id)
+    sync_rollout_weights(run.policy, engine)
+    metrics = _mean_over_processes(metrics, accelerator)
+    now = time.perf_counter()
+    metrics |= {  # where a step's time goes; scoring includes the trainer's terms
+        "time/rollout_s": scored - tick,
+        "time/score_s": updated - scored,
+        "time/update_s": now - updated,
+        "time/step_s": now - tick,
+    }
+    done = step + 1
+    if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
+        metrics |= eval_metrics(run.evaluate(f"step {done}"))
+    if run.log is not None:
+        run.log.log(done, metrics)
+        save_step_episodes(cfg.run_dir, done, groups, cfg.log_episodes)
+    if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+        run.checkpoint(done)
+    return metrics
+
+
+def _finish(run: _Run, wall_s: float) -> dict[str, Any]:
+    """The evaluation after GRPO (none without a step: the model is the one evaluated before), the
+    summary, its file and the last metrics row."""
+    cfg = run.cfg
+    after = run.evaluate("after") if cfg.eval_tasks and cfg.steps else None
+    summary = {
+        "steps": cfg.steps,
+        "resumed_from": run.start_step,
+        "wall_s": wall_s,
+        "eval_base": run.base,
+        "eval_before": run.before,
+        "eval_after": after,
+        "grpo_vs_start": paired_difference(run.before, after, cfg.seed) if run.before and after else None,
+        "is_main_process": run.main,
+    }
+    if run.log is not None:
+        if after is not None:
+            run.log.log(cfg.steps, eval_metrics(after))
+        run.log.close()
+        (Path(cfg.run_dir) / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary
 
 
 @contextlib.contextmanager

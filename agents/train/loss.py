@@ -104,19 +104,21 @@ def policy_loss(
 @dataclass
 class Sample:
     """One episode for the loss: ``ids`` (prompt, then the episode's tokens from ``start``) and,
-    per token from ``start`` on, its mask, sampling log-prob and advantage."""
+    per token from ``start`` on, its mask, sampling log-prob and advantage; ``sampled`` False for
+    a guide's episode, whose old log-probs are the trained model's own (`Trajectory.sampled`)."""
 
     ids: list[int]
     start: int
     mask: list[int]
     old_logprobs: list[float]
     advantages: list[float]
+    sampled: bool = True
 
 
 def collate(samples: Sequence[Sample], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded tensors. ``input_ids``/``attention_mask`` are [B, L]; ``mask``,
     ``old_logprobs`` and ``advantages`` are [B, L - 1], aligned with the targets ``input_ids[:, 1:]``
-    (position j scores token j + 1).
+    (position j scores token j + 1); ``sampled`` [B, 1] (bool) is each sample's.
 
     >>> b = collate([Sample([5, 6, 7], 1, [1, 0], [-0.5, 0.0], [2.0, 2.0])], pad_id=0)
     >>> b["mask"].tolist(), b["advantages"].tolist()
@@ -127,6 +129,7 @@ def collate(samples: Sequence[Sample], pad_id: int) -> dict[str, torch.Tensor]:
         "input_ids": torch.full((len(samples), length), pad_id, dtype=torch.long),
         "attention_mask": torch.zeros(len(samples), length, dtype=torch.long),
         **{name: torch.zeros(len(samples), length - 1) for name in ("mask", "old_logprobs", "advantages")},
+        "sampled": torch.tensor([[s.sampled] for s in samples]),
     }
     for i, s in enumerate(samples):
         if not len(s.mask) == len(s.old_logprobs) == len(s.advantages) == len(s.ids) - s.start:

@@ -6,7 +6,6 @@ guide's episode (`guided`). ``cfg`` is a `GRPOConfig`, ``engine`` the `RolloutEn
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -81,7 +80,6 @@ def play_step(
     train_tasks: Sequence[Task],
     step: int,
     cfg: GRPOConfig,
-    params: SamplingParams,
     accelerator: Any,
     status: Callable[[str], None] = lambda text: None,
     programs: ProgramPlayer | None = None,
@@ -97,6 +95,7 @@ def play_step(
     groups the step lacks. ``status(text)`` hears the round and the turns played, as they are.
     With ``programs``, an agent program plays the episodes (`play_program_groups`)."""
     tasks = step_tasks(train_tasks, step, cfg, accelerator)
+    params = cfg.sampling
     start = time.perf_counter()
     seed = step_seed(cfg, step, accelerator)
 
@@ -157,8 +156,8 @@ def guided(
 ) -> list[Group]:
     """``groups`` (of ``tasks``) with the last episode of each group that no sample solved
     replaced by ``cfg.guide``'s episode of its task, where that earns more than every sample did
-    (see `GRPOConfig.guide`). The guide's policy tokens get NaN log-probs (`is_guided`), which the
-    update reads as "not sampled": the trained model's own log-probs stand in for them."""
+    (see `GRPOConfig.guide`). The guide's trajectory is marked as not sampled (`is_guided`): the
+    update takes the trained model's own log-probs for its tokens."""
     failed = [i for i, group in enumerate(groups) if not any(ep.em for ep in group)]
     if not failed:
         return groups
@@ -169,14 +168,14 @@ def guided(
     for i, guide in zip(failed, guides):
         if guide.total_reward > max(ep.total_reward for ep in groups[i]):
             forget(engine, [groups[i][-1:]])
-            guide.trajectory.logprobs = [math.nan if m else 0.0 for m in guide.trajectory.mask]
+            guide.trajectory.sampled = False
             out[i] = [*groups[i][:-1], guide]
     return out
 
 
 def is_guided(episode: Episode) -> bool:
     """Whether ``episode`` is a guide's (`guided`), not the policy's own."""
-    return any(map(math.isnan, episode.trajectory.logprobs))
+    return not episode.trajectory.sampled
 
 
 def informative(engine: TokenizedPolicy, groups: Sequence[Group]) -> list[Group]:

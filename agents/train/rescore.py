@@ -130,8 +130,7 @@ def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | Non
             f"{len(unknown)} saved episodes play tasks the env does not have (e.g. {unknown[0]!r})"
         )
     rescored = [
-        Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, _weighed(new)))
-        for s in saved
+        Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, _weighed(new))) for s in saved
     ]
     env.close()
     logged = {row["step"]: row for row in read_metrics(run_dir) if "reward/total" in row}

@@ -150,4 +150,5 @@ def to_sample(trajectory: Trajectory, turn_advantages: Sequence[float]) -> Sampl
         list(trajectory.mask),
         list(trajectory.logprobs),
         advantages,
+        trajectory.sampled,
     )

@@ -50,7 +50,7 @@ def by_group(groups: Sequence[Sequence[Sample]]) -> list[tuple[tuple[int, ...], 
 
 def continuation(sample: Sample, start: int) -> Sample:
     """``sample`` from token ``start`` on, whose first token is the prompt's last."""
-    return Sample(sample.ids[start:], 1, sample.mask, sample.old_logprobs, sample.advantages)
+    return Sample(sample.ids[start:], 1, sample.mask, sample.old_logprobs, sample.advantages, sample.sampled)
 
 
 class SharedPrompt:

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from searchgym.agents.policies.base import SamplingParams
 from searchgym.agents.policies.kv import with_cache
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.agents.train.loss import LossNorm, Sample, collate, policy_loss, token_logprobs
@@ -26,12 +25,11 @@ def update(
     optimizer: torch.optim.Optimizer,
     groups: Sequence[Sequence[Sample]],
     cfg: GRPOConfig,
-    params: SamplingParams,
     accelerator: Any,
     pad_id: int,
 ) -> dict[str, float]:
     """One optimizer step on the whole batch (``groups`` of loss samples, scored under
-    ``params.temperature``, the one they were sampled with), accumulated over micro-batches; a
+    ``cfg.temperature``, the one they were sampled with), accumulated over micro-batches; a
     group's shared prompt is read once (`SharedPrompt`). Raises `TrainingDiverged` (before
     stepping) if the loss or the gradient is not finite."""
     samples = [s for group in groups for s in group]
@@ -57,7 +55,7 @@ def update(
                 if shared is not None:
                     attention = torch.cat([attention.new_ones(len(chunk), len(prompt)), attention], 1)
                     extra = with_cache(wrapped, shared.cache(len(chunk)))
-                inputs = (wrapped, batch["input_ids"], attention, batch["mask"], params.temperature)
+                inputs = (wrapped, batch["input_ids"], attention, batch["mask"], cfg.temperature)
                 logp, entropy = token_logprobs(*inputs, with_entropy=True, **extra)
                 ref_logp = None
                 if ref_model is not None:
@@ -65,7 +63,7 @@ def update(
                         ref_logp, _ = token_logprobs(ref_model, *inputs[1:])
                 old_logp, sampler_logp = batch["old_logprobs"], None
                 # a guide's tokens (GRPOConfig.guide) were not sampled: the model's own stand in
-                old_logp = torch.where(old_logp.isnan(), logp.detach(), old_logp)
+                old_logp = torch.where(batch["sampled"], old_logp, logp.detach())
                 if cfg.tis_cap:  # the one update of the step: the model's log-probs are the old ones
                     old_logp, sampler_logp = logp.detach(), old_logp
                 loss, stats = policy_loss(

@@ -49,11 +49,11 @@ def reward_terms() -> str:
     """One line per reward term: its name, level (``step``: measured by the env at each step;
     ``episode``: a registered function of the finished episode, plug-ins' included; ``trainer``:
     added by the trainer) and what it measures. Read from the rubric objects themselves: the
-    planner's weights (every env's step terms and the planner's ``turns``), every registered
+    planner's weights (every env's step terms, the planner's ``turns`` and ``beyond_rag``), every registered
     episode function, and the trainer's terms."""
     every_function = {name: 1.0 for name in REWARDS.names()}
     trainer = [Term(name, 1.0, "trainer", TRAINER_REWARDS.resolve(name)) for name in TRAINER_REWARDS.names()]
-    rubric = PlannerRewards(terms=every_function).rubric().plus(*trainer)
+    rubric = PlannerRewards(beyond_rag=1.0, terms=every_function).rubric().plus(*trainer)
     rows = [("term", "level", "what it measures; where its weight is set")]
     for term in rubric.terms:
         weight = f"; weight rewards.terms.{term.name}" if term.when != "step" else ""

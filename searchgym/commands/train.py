@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from searchgym.agents.play.failures import format_card
 from searchgym.agents.train.config import load_config
 from searchgym.agents.train.metrics_log import read_metrics
 from searchgym.commands.common import check_agents
@@ -75,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
             f"searches {metrics['searches']:.2f}  invalid {metrics['invalid_rate']:.3f}  "
             f"errors {metrics.get('errors', 0.0):.3f}  (n {metrics['n']:.0f})"
         )
+        if metrics.get("failures"):
+            tqdm.write(format_card(f"dev {labels.get(when, when):>11}", metrics["failures"]))
         if metrics.get("warning"):
             tqdm.write(metrics["warning"])
 

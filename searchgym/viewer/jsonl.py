@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.failure_kinds import KINDS
 
 _CHUNK = 1 << 24  # 16 MiB read at a time when indexing
 MAX_LINE_BYTES = 16 << 20
@@ -172,11 +173,14 @@ NUMBERS = (
     "hops",
     "step",
     "group",
+    "failure",
 )
-"""The numbers `summarize` gives of an episode, NaN where it has none."""
+"""The numbers `summarize` gives of an episode, NaN where it has none (``failure``: the index of
+its kind in `searchgym.agents.play.failures.KINDS`, where an evaluation judged it)."""
 BRIEF = ("task_id", "question", "prediction", "answers")
 """The rest of what it gives: what a list of episodes shows."""
 _NAN = math.nan
+_FAILURE_CODES = {kind: i for i, kind in enumerate(KINDS)}
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # may start a lone surrogate, which is not text
 _NO_BRIEF = dict.fromkeys(BRIEF)
 _NO_NUMBERS = (_NAN,) * len(NUMBERS)
@@ -186,7 +190,7 @@ _LIST, _OBJECT = frozenset({list, _NONE}), frozenset({dict, _NONE})
 _COUNTED = ("em", "f1", "n_searches", "n_invalid", "n_errors", "obs_tokens", "total_reward", "step", "group")
 """The `NUMBERS` an episode has as fields (the rest are counted or from its metadata)."""
 _EPISODE = (
-    *(("task_id", _TEXT), ("question", _TEXT), ("prediction", _TEXT)),
+    *(("task_id", _TEXT), ("question", _TEXT), ("prediction", _TEXT), ("failure", _TEXT)),
     *((key, _NUMBER) for key in _COUNTED),
     *(("answers", _LIST), ("evidence", _LIST), ("reward_components", _OBJECT), ("metadata", _OBJECT)),
     ("turns", frozenset({list})),
@@ -246,13 +250,14 @@ def summarize(row: dict[str, Any]) -> tuple[tuple[float, ...], dict[str, Any]]:
     ...     b'"turns": [{"action": "<search> x </search>"}, {"action": "a"}], "prediction": "a", '
     ...     b'"em": 1.0, "n_searches": 1, "step": 3}')
     >>> numbers, brief = summarize(row)
-    >>> dict(zip(NUMBERS, numbers))["hops"], numbers[:3], numbers[-4:-1], brief["question"]
+    >>> dict(zip(NUMBERS, numbers))["hops"], numbers[:3], numbers[-5:-2], brief["question"]
     (2.0, (1.0, nan, 1.0), (2.0, 2.0, 3.0), 'Q?')
     """
     get = row.get
     metadata = get("metadata")
     hops = metadata.get("hops") if metadata else None
-    values = (*map(get, _COUNTED[:7]), len(row["turns"]), hops, get("step"), get("group"))  # as NUMBERS
+    kind = _FAILURE_CODES.get(get("failure"))
+    values = (*map(get, _COUNTED[:7]), len(row["turns"]), hops, get("step"), get("group"), kind)  # as NUMBERS
     # as floats, NaN where None or not finite (x - x is 0 only for a finite x)
     numbers = tuple(_NAN if v is None or (x := float(v)) - x != 0.0 else x for v in values)
     return numbers, {"task_id": get("task_id"), "question": get("question"), "prediction": get("prediction"),

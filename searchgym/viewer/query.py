@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.failure_kinds import KINDS
 from searchgym.stats import bootstrap_ci
 
 SORTABLE = ("index", "em", "f1", "searches", "invalid", "errors", "reward", "turns", "tokens", "hops", "step")
@@ -38,6 +39,9 @@ class Query:
     invalid: str = "any"
     """``any``, ``none`` (no invalid action) or ``some``."""
     errors: str = "any"
+    failure: str = "any"
+    """``any``, or a failure kind (`searchgym.agents.play.failures.KINDS`): the failed episodes an
+    evaluation judged so."""
     min_searches: float | None = None
     max_searches: float | None = None
     min_reward: float | None = None
@@ -54,6 +58,8 @@ class Query:
     def __post_init__(self) -> None:
         if self.outcome not in ("any", "solved", "failed"):
             raise ConfigError(f"outcome must be any, solved or failed; got {self.outcome!r}")
+        if self.failure != "any" and self.failure not in KINDS:
+            raise ConfigError(f"failure must be any or one of {', '.join(KINDS)}; got {self.failure!r}")
         for name in ("invalid", "errors"):
             if getattr(self, name) not in _TRISTATE:
                 raise ConfigError(f"{name} must be any, none or some; got {getattr(self, name)!r}")
@@ -101,6 +107,8 @@ def select(cols: Mapping[str, np.ndarray], texts: list[str], q: Query) -> np.nda
             keep &= np.isin(cols[column], getattr(q, name))
     if q.outcome != "any":
         keep &= (cols["em"] >= 1.0) if q.outcome == "solved" else ~(cols["em"] >= 1.0)
+    if q.failure != "any":
+        keep &= cols["failure"] == KINDS.index(q.failure)
     for name in ("invalid", "errors"):
         mode = getattr(q, name)
         if mode != "any":

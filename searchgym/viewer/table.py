@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.failure_kinds import KINDS
 from searchgym.viewer.jsonl import NUMBERS, LineIndex, Malformed, Summaries, summarize
 from searchgym.viewer.query import Query, group_summaries, select
 from searchgym.viewer.runs import Run, Skipped, Source, env_label
@@ -40,6 +41,7 @@ _COLUMNS = {  # column -> summary number
     "hops": "hops",
     "step": "step",
     "group": "group",
+    "failure": "failure",
 }
 
 
@@ -217,7 +219,7 @@ class EpisodeTable:
         source, arm = int(cols["source"][gid]), int(cols["arm"][gid])
         numbers_of = {name: _plain(cols[name][gid]) for name in _COLUMNS}
         ids = {"id": gid, "source": source, "run": self.sources[source].run, "arm": arm}
-        return {**ids, **self._brief[gid], **numbers_of}
+        return {**ids, **self._brief[gid], **_named(numbers_of)}
 
     def _line_row(self, gid: int) -> dict[str, Any]:
         """`row` of episode ``gid`` read from its line."""
@@ -229,7 +231,7 @@ class EpisodeTable:
         values = dict(zip(NUMBERS, numbers))
         numbers_of = {name: _plain(values[key]) for name, key in _COLUMNS.items()}
         ids = {"id": gid, "source": source, "run": self.sources[source].run, "arm": self._arm_of(source)}
-        return {**ids, **brief, **numbers_of}
+        return {**ids, **brief, **_named(numbers_of)}
 
     def page(self, q: Query) -> dict[str, Any]:
         """A page of the list: how many episodes ``q`` keeps (``total``) and their ``rows`` from
@@ -271,13 +273,14 @@ class EpisodeTable:
                 group.update(em_low=arm["interval"][0], em_high=arm["interval"][1], ci="metrics.json")
         return {"total": int(rows.size), "groups": groups, "facets": self.facets()}
 
-    def facets(self) -> dict[str, list[int]]:
-        """The hop counts and training steps found among all episodes, for the filters."""
+    def facets(self) -> dict[str, list[Any]]:
+        """The hop counts, training steps and failure kinds found among all episodes, for the filters."""
         cols = self.columns
-        return {
+        found = {
             key: [int(v) for v in np.unique(cols[key][cols["ok"] & np.isfinite(cols[key])])]
-            for key in ("hops", "step")
+            for key in ("hops", "step", "failure")
         }
+        return found | {"failure": [KINDS[code] for code in found["failure"]]}
 
     def by_task(self, source: int) -> dict[str, int]:
         """Task id -> the first episode of it in ``source``."""
@@ -339,7 +342,15 @@ class EpisodeTable:
         sources = [{"run": s.run, "label": s.label, "step": s.step, "n": n, "file": s.path.name}
                    for s, n in zip(self.sources, sizes)]  # fmt: skip
         arms = [{k: v for k, v in arm.items() if k != "interval"} for arm in self.arms]
-        return json_safe({"runs": runs, "sources": sources, "arms": arms, "episodes": len(self)})
+        return json_safe(
+            {
+                "runs": runs,
+                "sources": sources,
+                "arms": arms,
+                "episodes": len(self),
+                "failure_kinds": list(KINDS),
+            }
+        )
 
 
 def _arms(runs: list[Run], sources: list[Source]) -> list[dict[str, Any]]:
@@ -366,6 +377,12 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, list):
         return [json_safe(v) for v in obj]
     return obj
+
+
+def _named(numbers: dict[str, Any]) -> dict[str, Any]:
+    """A row's numbers with its failure kind by name (None where no evaluation judged it)."""
+    code = numbers["failure"]
+    return numbers | {"failure": None if code is None else KINDS[code]}
 
 
 def _plain(x: float) -> int | float | None:

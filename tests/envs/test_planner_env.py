@@ -310,3 +310,24 @@ def test_factory_options():
         searchgym.make(ENV_ID, rewards={"per_tern": 0.1}, **SMALL_WORLD)
     with pytest.raises(ConfigError, match=r"unknown generator_params field\(s\) \['tokens'\]"):
         searchgym.make(ENV_ID, generator_params={"tokens": 3}, **SMALL_WORLD)
+
+
+def test_the_gain_beyond_rag_compares_the_plans_answer_with_naive_retrievals(bm25):
+    """s3's gain beyond RAG: at finish the generator answers from the plan's results, then from
+    naive retrieval of the question (once per task, then kept); the term is the difference of
+    the two answers' scores, weighed into the reward, and 0 at every other step."""
+    generator = ScriptedGenerator("<answer>Paris</answer>", "<answer>Lyon</answer>")  # the plan's, naive's
+    env = make_env(bm25, generator, rewards={"beyond_rag": 0.5})
+    env.reset(options={"task": TASKS[0]})
+    _, reward, *_, info = env.step("<search> capital of France </search>")
+    assert info["reward_components"]["beyond_rag"] == 0.0 and reward == 0.0
+    _, reward, *_, info = env.step("<finish></finish>")
+    assert info["reward_components"]["beyond_rag"] == 1.0  # the plan's answer right (1), naive's wrong (0)
+    assert reward == pytest.approx(1.0 + 0.5 * 1.0)
+    plan_prompt, naive_prompt = generator.prompts
+    assert "Search 1: capital of France" in plan_prompt
+    assert f"Search 1: {TASKS[0].question}\nDoc 1(" in naive_prompt  # the question's own top results
+    env.reset(options={"task": TASKS[0]})
+    env.step("<finish></finish>")
+    assert len(generator.prompts) == 3  # the naive answer's score was kept: one call
+    assert "beyond_rag" not in make_env(bm25).rubric.weights()  # unweighed: not computed, not reported

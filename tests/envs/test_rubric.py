@@ -177,3 +177,19 @@ def test_an_envs_reward_weights_class_is_read_from_its_factory():
         check_rewards("searchgym/FictionalQA-BM25-v0", {"per_turn": 0.1})
     with pytest.raises(ConfigError, match="per_turn is a cost and must be >= 0"):
         check_rewards("searchgym/FictionalQA-Planner-v0", {"per_turn": -1})
+
+
+def test_step_gain_pays_each_new_gold_passage_and_charges_each_repeat():
+    """StepSearch's step reward, scored by the env: the oracle's two searches each show one of a
+    2-hop question's two gold passages (+0.5 each); a search repeated shows only what it showed."""
+    env = make({"step_gain": 1.0}, hops=[2], top_k=1)
+    task = env.unwrapped.tasks[0]
+    (oracle,) = run_episodes(lambda: env, OracleAgent, [task])
+    assert oracle.reward_components["step_gain"] == 1.0
+    first = f"<search> {task.metadata['chain'][0]['query']} </search>"
+    env.reset(options={"task": task})
+    env.step(first)
+    env.step(first)
+    *_, info = env.step("<answer> nothing </answer>")
+    assert info["reward_components"]["step_gain"] == 0.5 - 1.0
+    assert "step_gain" in searchgym.list_rewards()

@@ -77,6 +77,23 @@ def test_the_list_keeps_and_orders_what_a_plain_filter_over_the_episodes_keeps(e
         assert (row["question"], row["em"], row["turns"]) == (ep.question, ep.em, ep.n_turns)
 
 
+def test_the_failure_filter_keeps_the_episodes_an_evaluation_judged_so(eval_dir):
+    """`searchgym eval` saves each failed episode's kind; the list offers the kinds it found and
+    keeps, for each, exactly its episodes, the kind named in every row."""
+    table = EpisodeTable(discover([eval_dir]))
+    episodes = reference(eval_dir)
+    kinds = table.summary(Query())["facets"]["failure"]
+    assert kinds and set(kinds) == {ep.failure for ep in episodes if ep.failure}
+    assert table.overview()["failure_kinds"][0] == "program_error"
+    for kind in kinds:
+        page = table.page(Query(failure=kind, limit=500))
+        assert [r["id"] for r in page["rows"]] == [i for i, ep in enumerate(episodes) if ep.failure == kind]
+        assert all(r["failure"] == kind for r in page["rows"])
+    assert all(r["failure"] is None for r in table.page(Query(outcome="solved"))["rows"])
+    with pytest.raises(ConfigError, match="failure must be any or one of program_error, turn_limit"):
+        Query.from_params({"failure": "wrong"})
+
+
 def test_first_page_is_the_same_before_and_after_the_summaries_are_read(eval_dir):
     before = EpisodeTable(discover([eval_dir])).page(Query(limit=4, offset=3))
     table = EpisodeTable(discover([eval_dir]))

@@ -87,7 +87,7 @@ SG.groupSummaries = function groupSummaries(rows, key) {
   return [...groups.keys()].sort((a, b) => a - b).map((k) => ({ [key]: k, ...SG.summarize(groups.get(k)) }));
 };
 
-const FILTER_KEYS = ["runs", "sources", "hops", "outcome", "invalid", "errors", "min_searches", "max_searches",
+const FILTER_KEYS = ["runs", "sources", "hops", "outcome", "failure", "invalid", "errors", "min_searches", "max_searches",
   "min_reward", "max_reward", "min_step", "max_step", "text"];
 
 SG.select_rows = function selectRows(all, p) {
@@ -101,6 +101,7 @@ SG.select_rows = function selectRows(all, p) {
     for (const [k, set] of Object.entries(sets)) if (set.length && !set.includes(r[k])) return false;
     if (p.outcome === "solved" && !(r.em >= 1)) return false;
     if (p.outcome === "failed" && r.em >= 1) return false;
+    if (p.failure && p.failure !== "any" && r.failure !== p.failure) return false;
     for (const k of ["invalid", "errors"]) {
       if (p[k] === "some" && !(r[k] > 0)) return false;
       if (p[k] === "none" && r[k] > 0) return false;
@@ -139,8 +140,10 @@ SG.local = function local(data) {
         if (unfiltered && iv) Object.assign(out, { em_low: iv[0], em_high: iv[1], ci: "metrics.json" });
         return out;
       });
-      const distinct = (k) => [...new Set(data.rows.map((r) => r[k]).filter((v) => v !== null))].sort((a, b) => a - b);
-      return { total: rows.length, groups, facets: { hops: distinct("hops"), step: distinct("step") } };
+      const distinct = (k) => [...new Set(data.rows.map((r) => r[k]).filter((v) => v !== null && v !== undefined))];
+      const numbers = (k) => distinct(k).sort((a, b) => a - b);
+      const kinds = distinct("failure").sort((a, b) => data.overview.failure_kinds.indexOf(a) - data.overview.failure_kinds.indexOf(b));
+      return { total: rows.length, groups, facets: { hops: numbers("hops"), step: numbers("step"), failure: kinds } };
     },
     async episode(id) {
       const ep = data.episodes[id];

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 from train_config import tiny_config, weights
 
+from searchgym.agents.policies.agent import Trajectory
 from searchgym.agents.policies.base import check_trainable
 from searchgym.agents.policies.hf import HFPolicy
 from searchgym.agents.train import grpo
@@ -40,6 +41,17 @@ def test_training_changes_the_parameters_and_logs_finite_metrics(tiny_llama_dir,
     assert summary["eval_before"]["n"] == 2 and summary["eval_after"]["n"] == 2
     before, after = summary["eval_before"], summary["eval_after"]
     assert before["em_low"] <= before["em"] <= before["em_high"] and len(after["em_per_task"]) == 2
+    for result in (before, after):  # the retrieval card: a kind for every failed dev episode
+        failed = sum(em < 1 for em in result["em_per_task"])
+        assert (
+            result["failures"]["failed"]
+            == failed
+            == sum(k["count"] for k in result["failures"]["kinds"].values())
+        )
+    evaluations = [r for r in rows if "eval/em" in r]
+    assert all(r["eval/gold_shown"] == r["eval/gold_shown"] for r in evaluations)  # logged, not NaN
+    failure_shares = [v for k, v in evaluations[-1].items() if k.startswith("eval/failure/")]
+    assert sum(failure_shares) == pytest.approx(1 - after["em"])
     diff = summary["grpo_vs_start"]
     assert diff["em_diff"] == after["em"] - before["em"] and diff["em_diff_low"] <= diff["em_diff"]
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 2
@@ -213,8 +225,7 @@ def test_information_gain_joins_the_reward_and_each_turn(monkeypatch):
 
     def episode(reward):
         turns = [Turn("a", "o", 0.0, "search", None), Turn("b", "o", reward, "answer", None)]
-        trajectory = SimpleNamespace(prompt_ids=[1], ids=[2, 3], mask=[1, 1], logprobs=[0.0, 0.0],
-                                     turn_starts=[0, 1], turn_ends=[1, 2])  # fmt: skip
+        trajectory = Trajectory([1], [2, 3], [1, 1], [0.0, 0.0], turn_ends=[1, 2], turn_starts=[0, 1])
         return Episode("t", "q", ["a"], {}, turns, total_reward=reward, trajectory=trajectory)
 
     groups = [[episode(1.0), episode(0.0)]]
@@ -261,8 +272,9 @@ def test_a_users_trainer_term_is_scored_beside_the_information_gain(monkeypatch)
     def episode(reward, tools):
         turns = [Turn(t, "o", 0.0, t, None) for t in tools] + [Turn("b", "o", reward, "answer", None)]
         n = len(turns)
-        trajectory = SimpleNamespace(prompt_ids=[1], ids=list(range(n)), mask=[1] * n, logprobs=[0.0] * n,
-                                     turn_starts=list(range(n)), turn_ends=list(range(1, n + 1)))  # fmt: skip
+        trajectory = Trajectory(
+            [1], list(range(n)), [1] * n, [0.0] * n, list(range(1, n + 1)), list(range(n))
+        )
         return Episode("t", "q", ["a"], {}, turns, total_reward=reward, trajectory=trajectory)
 
     env = SimpleNamespace(unwrapped=SimpleNamespace(rubric=Rubric((Term("outcome", 1.0),))))
@@ -325,7 +337,7 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
         forget = staticmethod(forgotten.append)
 
     nothing = RolloutEngine()  # an engine that keeps nothing
-    groups, metrics = play.play_step(Engine(), [None] * 4, tasks, 3, cfg, cfg.sampling, accelerator)
+    groups, metrics = play.play_step(Engine(), [None] * 4, tasks, 3, cfg, accelerator)
     assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
     assert forgotten == [[played[0][0], 1.0]] * 2 + [[played[1][0], 0.0]] * 2  # both degenerate groups
     assert metrics == {"rollout/degenerate_groups": 0.5, "rollout/groups_played": 4.0,
@@ -333,16 +345,14 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
     assert [len(t) for t in played] == [2, 1, 1]  # one refill per round while a group was missing
     first, played[:] = list(played), []
     script = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
-    play.play_step(nothing, [None] * 4, tasks, 3, cfg, cfg.sampling, accelerator)
+    play.play_step(nothing, [None] * 4, tasks, 3, cfg, accelerator)
     assert played == first  # the same tasks, refills included
 
     # bounded in time: past max_refill_seconds no refill round starts; the step trains on the one
     # informative group it found, says what it dropped, and shows its rounds as they are played
     timed = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, max_refill_seconds=0.0)
     script, played[:], shown = iter([[1.0, 1.0], [0.0, 1.0]]), [], []
-    groups, metrics = play.play_step(
-        nothing, [None] * 4, tasks, 3, timed, timed.sampling, accelerator, status=shown.append
-    )
+    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, timed, accelerator, status=shown.append)
     assert [len(t) for t in played] == [2] and len(groups) == 1 and metrics["rollout/short_groups"] == 1.0
     assert shown == ["round 0: 2 groups, 4 turns"]
     assert grpo.short_step_note(4, metrics, timed, wanted=2) == (
@@ -350,7 +360,7 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
         "groups within max_refill_rounds 3 / max_refill_seconds 0.0; it trains on 1"
     )
     script, played[:] = iter([[1.0, 1.0], [0.0, 0.0]]), []
-    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, timed, timed.sampling, accelerator)
+    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, timed, accelerator)
     assert len(groups) == 2 and metrics["rollout/short_groups"] == 2.0  # none informative: its own
     assert grpo.short_step_note(4, metrics, timed, wanted=2).endswith(
         "it trains on the step's own groups, which carry no gradient"
@@ -358,14 +368,14 @@ def test_dynamic_sampling_refills_degenerate_groups_with_new_tasks(monkeypatch):
 
     off = GRPOConfig(tasks_per_step=2, group_size=2)
     script = iter([[1.0, 1.0], [0.0, 1.0]])
-    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, off, off.sampling, accelerator)
+    groups, metrics = play.play_step(nothing, [None] * 4, tasks, 3, off, accelerator)
     assert len(groups) == 2 and metrics["rollout/degenerate_groups"] == 0.5
 
     # oversample: the first round plays twice the step's tasks at once, here enough that no
     # refill round is needed; its own tasks come first, as without it
     over = GRPOConfig(tasks_per_step=2, group_size=2, dynamic_sampling=True, oversample=2.0)
     script, played[:] = iter([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]), []
-    groups, metrics = play.play_step(nothing, [None] * 8, tasks, 3, over, over.sampling, accelerator)
+    groups, metrics = play.play_step(nothing, [None] * 8, tasks, 3, over, accelerator)
     assert [len(t) for t in played] == [4] and played[0][:2] == first[0]
     assert [[ep.total_reward for ep in g] for g in groups] == [[0.0, 1.0], [1.0, 0.0]]
     assert metrics["rollout/groups_played"] == 4.0 and metrics["rollout/groups_trained"] == 2.0

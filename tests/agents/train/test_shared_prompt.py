@@ -52,9 +52,7 @@ def test_a_shared_prompt_read_once_gives_the_gradient_of_whole_reads(
         before = [p.detach().clone() for p in params]
         optimizer = torch.optim.SGD(params, lr=1.0)  # the step is minus the (clipped) gradient
         cfg = GRPOConfig(micro_batch_size=micro_batch_size, share_prompts=share, max_grad_norm=1e9)
-        metrics[share] = update.update(
-            model, None, optimizer, samples, cfg, cfg.sampling, Accelerator(cpu=True), 0
-        )
+        metrics[share] = update.update(model, None, optimizer, samples, cfg, Accelerator(cpu=True), 0)
         steps[share] = torch.cat([(b - p.detach()).flatten() for b, p in zip(before, params)])
     assert reads == [8, 5]  # each group's prompt (all but its last token) once; the lone one whole
     assert steps[True].abs().max() > 0
@@ -80,7 +78,5 @@ def test_a_kl_reference_keeps_whole_reads(tiny_llama_dir, monkeypatch):
     monkeypatch.setattr(update, "SharedPrompt", lambda *a: reads.append(a) or shared_prompt.SharedPrompt(*a))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     cfg = GRPOConfig(micro_batch_size=2, kl_coef=0.1)
-    update.update(
-        model, copy.deepcopy(model), optimizer, group_episodes(), cfg, cfg.sampling, Accelerator(cpu=True), 0
-    )
+    update.update(model, copy.deepcopy(model), optimizer, group_episodes(), cfg, Accelerator(cpu=True), 0)
     assert reads == []
