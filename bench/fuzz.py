@@ -26,7 +26,6 @@ dozen actions over every id, is tests/envs/test_fuzz.py.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import random
@@ -214,14 +213,10 @@ def _need_java() -> None:
 
 
 def _takes_protocol(env_id: str) -> bool:
-    """Whether the id's entry point takes ``protocol`` (SelfSearch speaks tags only)."""
-    import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
+    """Whether the id's factory takes ``protocol`` (SelfSearch speaks tags only)."""
+    from searchgym.envs.registry import env_takes
 
-    entry = gym.spec(env_id).entry_point
-    creator = entry if callable(entry) else load_env_creator(entry)
-    params = inspect.signature(creator).parameters.values()
-    return any(p.name == "protocol" or p.kind is p.VAR_KEYWORD for p in params)
+    return env_takes(env_id, "protocol")
 
 
 # -- the run ---------------------------------------------------------------------------------------

@@ -140,6 +140,17 @@ class EnvEntryPoint:
             return TurnLimit(factory(**kwargs), max_turns)
 
 
+def env_takes(id: str, option: str) -> bool:
+    """Whether env ``id``'s factory takes ``option`` (by name, or through ``**options``).
+
+    >>> env_takes("searchgym/FictionalQA-BM25-v0", "protocol")
+    True
+    >>> env_takes("searchgym/FictionalQA-SelfSearch-v0", "protocol")  # it speaks tags only
+    False
+    """
+    return takes(env_factory(id), option)
+
+
 def env_factory(id: str) -> Callable[..., Any]:
     """The factory env ``id`` is made by, whose parameters say which options it takes (a
     registered id; Gymnasium's own envs give their entry point, loaded)."""

@@ -60,7 +60,6 @@ with unknown arguments and counts it as a tool failure.
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import os
 from collections import Counter
@@ -72,7 +71,7 @@ import gymnasium as gym
 
 from searchgym.agents.play.session import EPISODE_OVER, row_task, tool_message
 from searchgym.envs.protocols import ToolCallsProtocol
-from searchgym.envs.registry import DEFAULT_ENV, env_factory, make
+from searchgym.envs.registry import DEFAULT_ENV, env_takes, make
 from searchgym.envs.search_env import SearchEnv
 from searchgym.envs.tools import ANSWER, SEARCH, Tool, ToolCall
 from searchgym.errors import ConfigError
@@ -108,8 +107,7 @@ def _takes_protocol(env_id: str) -> bool:
     """Whether the registered entry point of ``env_id`` accepts a ``protocol`` option; an id that
     is not registered (after the plug-ins load) is a `ConfigError` that says how to register it."""
     check_env_id(env_id)
-    params = inspect.signature(env_factory(env_id)).parameters.values()
-    return any(p.name == "protocol" or p.kind is p.VAR_KEYWORD for p in params)
+    return env_takes(env_id, "protocol")
 
 
 class TrlEnv:

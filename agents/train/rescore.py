@@ -157,7 +157,7 @@ def _step_report(
     """One step: the mean reward of its saved episodes before and after (``reward_logged``: what
     training logged, over every episode it trained on), each term's mean after, and over its
     complete groups the informative ones before and after, the share of episode pairs whose
-    order flipped, and each group's advantages (old, new, and each term's alone)."""
+    order changed (ties included), and each group's advantages (old, new, and each term's alone)."""
     before, after = _groups(saved, step), _groups(rescored, step)
     row: dict[str, Any] = {
         "step": step,

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             f"errors {metrics.get('errors', 0.0):.3f}  (n {metrics['n']:.0f})"
         )
         if metrics.get("failures"):
-            tqdm.write(format_card(f"dev {labels.get(when, when):>11}", metrics["failures"]))
+            tqdm.write(format_card(f"{'why':>15}", metrics["failures"]))  # under its EM line
         if metrics.get("warning"):
             tqdm.write(metrics["warning"])
 

@@ -10,7 +10,6 @@ so the query reaches a real tokenizer. ``bench/fuzz.py`` runs a million actions.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import subprocess
@@ -24,7 +23,7 @@ from test_backends import tiny_simulator  # noqa: F401 (a fixture)
 from test_registry import data_dir, small_kwargs  # noqa: F401 (data_dir is a fixture)
 
 import searchgym
-from searchgym.envs.registry import env_factory
+from searchgym.envs.registry import env_takes
 
 TOOLS = ("search", "answer", "open", "follow", "find", "finish", "think", "information", "tool_call")
 # text an agent should never write: lone surrogates, NULs, control and format characters
@@ -114,8 +113,7 @@ def fuzz_kwargs(request, env_id: str, tmp_path) -> dict:
 
 
 def _takes_protocol(env_id: str) -> bool:
-    params = inspect.signature(env_factory(env_id)).parameters.values()
-    return any(p.name == "protocol" or p.kind is p.VAR_KEYWORD for p in params)
+    return env_takes(env_id, "protocol")
 
 
 @pytest.mark.parametrize("protocol", ["tags", "tool_calls"])
