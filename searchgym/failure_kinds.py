@@ -6,6 +6,7 @@ KINDS = (
     "turn_limit",
     "protocol",
     "reading_miss",
+    "early_answer",
     "wrong_entity",
     "wrong_relation",
     "retrieval_miss",

@@ -10,9 +10,11 @@ The kinds, decided in this order:
 - ``reading_miss``: it answered wrongly with every gold passage shown;
 - where a gold passage was never shown, and the task has a chain (the generated world: each hop's
   entity, relation, passage and the oracle's query), the first hop whose passage never showed:
-  ``wrong_entity`` where no search named the hop's entity (for a later hop: the bridge entity
-  was misread), ``wrong_relation`` where a search named the entity but none with the relation's
-  words, else ``retrieval_miss`` (the right words, and the retriever did not show the passage);
+  ``early_answer`` where the episode made fewer searches than that hop's number (it answered
+  before it could have searched the hop), ``wrong_entity`` where no search named the hop's entity
+  (for a later hop: the bridge entity was misread), ``wrong_relation`` where a search named the
+  entity but none with the relation's words, else ``retrieval_miss`` (the right words, and the
+  retriever did not show the passage);
 - ``retrieval_miss``, where the task names its evidence but no chain;
 - ``unknown``: it answered wrongly, and the task names no evidence to tell which.
 
@@ -36,6 +38,8 @@ relation when it holds one of the terms the oracle's query adds to the entity.
 'wrong_entity'
 >>> failure_kind(episode(first, ("Asora Institute location", ["d9"]), answer="1500"))
 'wrong_relation'
+>>> failure_kind(episode(first, answer="1500"))  # one search for two hops
+'early_answer'
 """
 
 from __future__ import annotations
@@ -66,9 +70,13 @@ def failure_kind(episode: Episode) -> str | None:
     if all(shown[doc_id] is not None for doc_id in episode.evidence):
         return "reading_miss"
     chain = episode.metadata.get("chain") or []
-    missed = next((hop for hop in chain if shown.get(hop.get("doc_id")) is None), None)
+    number, missed = next(
+        ((k, hop) for k, hop in enumerate(chain, 1) if shown.get(hop.get("doc_id")) is None), (0, None)
+    )
     if missed is None or not {"entity", "query"} <= set(missed):
         return "retrieval_miss"
+    if sum(turn.tool == "search" for turn in episode.turns) < number:
+        return "early_answer"
     queries = [_terms(turn.query) for turn in episode.turns if turn.query]
     entity = _terms(missed["entity"])
     naming = [q for q in queries if len(entity & q) * 2 >= len(entity)]

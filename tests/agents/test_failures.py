@@ -40,6 +40,7 @@ BY_KIND = {
         Turn("<serch> x", "invalid", 0.0, None, "no tag"), answer=None, n_invalid=1, truncated=True
     ),
     "reading_miss": episode(GOOD_HOP, search("Asora Institute of Technology founded", "d2"), answer="1500"),
+    "early_answer": episode(GOOD_HOP, answer="1500"),  # answered after one search of two hops
     "wrong_entity": episode(GOOD_HOP, search("Orvan College founded", "d9"), answer="1500"),
     "wrong_relation": episode(
         GOOD_HOP, search("Asora Institute of Technology location", "d8"), answer="1500"
@@ -65,16 +66,16 @@ def test_a_missed_first_hop_is_judged_first_and_evidence_without_a_chain_is_a_re
 def test_the_card_counts_every_kind_with_its_interval_and_what_the_searches_showed():
     episodes = list(BY_KIND.values())
     card = failure_card(episodes)
-    assert card["n"] == 9 and card["failed"] == 8 == sum(k["count"] for k in card["kinds"].values())
+    assert card["n"] == 10 and card["failed"] == 9 == sum(k["count"] for k in card["kinds"].values())
     assert list(card["kinds"]) == [k for k in KINDS if k in BY_KIND]  # in the order they are decided
     assert all(v["low"] <= v["count"] <= v["high"] for v in card["kinds"].values())
-    # 8 episodes name their evidence: the gold passages shown, turn by turn
-    assert card["with_evidence"] == 8
-    assert card["gold_shown"] == pytest.approx(9 / 16)  # d1 in 7 of them, d2 in 2
-    assert card["all_gold_shown"] == pytest.approx(2 / 8)
+    # 9 episodes name their evidence: the gold passages shown, turn by turn
+    assert card["with_evidence"] == 9
+    assert card["gold_shown"] == pytest.approx(10 / 18)  # d1 in 8 of them, d2 in 2
+    assert card["all_gold_shown"] == pytest.approx(2 / 9)
     assert card["first_gold_turn"] == 0.0
     line = format_card("me", card)
-    assert line.startswith("me: 8 of 9 failed: program_error 1 [") and "gold passages shown 56%" in line
+    assert line.startswith("me: 9 of 10 failed: program_error 1 [") and "gold passages shown 56%" in line
 
 
 def test_the_heuristics_failures_add_up_to_its_errors_on_the_generated_world():
