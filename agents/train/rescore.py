@@ -132,6 +132,7 @@ def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | Non
     rescored = [
         Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, _weighed(new))) for s in saved
     ]
+    weights = env.unwrapped.rubric.weights() | {name: float(w) for name, w in new.trainer_terms.items()}
     env.close()
     logged = {row["step"]: row for row in read_metrics(run_dir) if "reward/total" in row}
     steps = sorted({s.step for s in saved})
@@ -140,7 +141,7 @@ def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | Non
         "old_rewards": old.rewards,
         "new_rewards": new.rewards,
         "advantage": new.advantage,
-        "steps": [_step_report(step, saved, rescored, old, new, logged.get(step)) for step in steps],
+        "steps": [_step_report(step, saved, rescored, old, new, weights, logged.get(step)) for step in steps],
     }
     _write(out, new, rescored, report)
     return report
@@ -152,6 +153,7 @@ def _step_report(
     rescored: Sequence[Saved],
     old: GRPOConfig,
     new: GRPOConfig,
+    weights: dict[str, float],
     logged: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """One step: the mean reward of its saved episodes before and after (``reward_logged``: what
@@ -180,7 +182,7 @@ def _step_report(
         for i in range(len(ra))
         for j in range(i + 1, len(ra))
     ]
-    weights = {name: w for name, w in _weights(new).items() if w}
+    weights = {name: w for name, w in weights.items() if w}  # each term's weight in the new rubric
 
     def alone(name: str, episodes: list[Episode]) -> list[float]:
         values = torch.tensor([[weights[name] * ep.reward_components.get(name, 0.0) for ep in episodes]])
@@ -235,13 +237,6 @@ def _rewards(groups: dict[int, list[Episode]], cfg: GRPOConfig) -> torch.Tensor:
 
 def _mean(rewards: torch.Tensor) -> float:
     return float(rewards.mean())
-
-
-def _weights(cfg: GRPOConfig) -> dict[str, float]:
-    env = make_env(cfg, cfg.train_split)
-    weights = env.unwrapped.rubric.weights()
-    env.close()
-    return weights | {name: float(w) for name, w in cfg.trainer_terms.items()}
 
 
 def _term_means(episodes: Sequence[Episode]) -> dict[str, float]:
