@@ -53,7 +53,7 @@ from searchgym.envs.rubric import Term
 from searchgym.envs.text_env import WORLD_FAILURES, Charges, RetrieverEnv, SharedGeneratorSpec
 from searchgym.envs.tools import SEARCH, Tool, ToolCall
 from searchgym.envs.wrappers import TurnLimit
-from searchgym.errors import ConfigError, PolicyError
+from searchgym.errors import ConfigError, PolicyError, RetrieverError
 from searchgym.generation import SamplingParams, TextGenerator
 from searchgym.retrievers.base import Retriever, clean_text
 from searchgym.tasks.task import Task
@@ -86,6 +86,8 @@ class PlannerRewards(RewardWeights):
         super().__post_init__()
         if self.per_turn < 0:
             raise ConfigError(f"per_turn is a cost and must be >= 0, got {self.per_turn}")
+        if self.beyond_rag < 0:
+            raise ConfigError(f"beyond_rag weighs a gain and must be >= 0, got {self.beyond_rag}")
 
     def step_terms(self) -> tuple[Term, ...]:
         turns = Term(
@@ -174,7 +176,6 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
     def _new_episode(self) -> None:
         super()._new_episode()
         self._cost = 0.0
-        self._gain = 0.0
 
     # -- tools -------------------------------------------------------------------------------
     def _call(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, float, float, Charges]:
@@ -188,48 +189,42 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
         return "", *answered
 
     def _answer(self, info: dict[str, Any], *, finished: bool) -> tuple[float, float, Charges] | None:
-        """The generator answers; returns (outcome, format, charges now), or None (with
+        """The generator answers; returns (outcome, format, the step's other term values: its
+        charges, and with ``beyond_rag`` the gain beyond naive retrieval), or None (with
         ``info["error"]`` set) when the generator fails."""
         assert self._task is not None
-        prompt = clean_text(generator_prompt(self._task.question, self._searches))  # a tokenizer reads it
         try:
-            completions = self.generator.chat([[{"role": "user", "content": prompt}]], self.generator_params)
-        except _GENERATOR_FAILURES as e:
+            reply = self._generator_reply(self._searches)
+            naive = self._naive_rag_score() if self.rewards.beyond_rag else None
+        except _GENERATOR_FAILURES + WORLD_FAILURES as e:  # naive retrieval searches too
             self._counts["n_errors"] += 1
-            info["error"] = f"the generator failed: {type(e).__name__}: {e}"
+            failed = "naive retrieval" if isinstance(e, RetrieverError) else "the generator"
+            info["error"] = f"{failed} failed: {type(e).__name__}: {e}"
             return None
+        outcome, fmt, charges = self._score_answer(parse_reply(reply), info, format_score=finished)
+        info["generator_reply"] = reply
+        if naive is not None:
+            charges = {**charges, "beyond_rag": outcome - naive}
+        return outcome, fmt, charges
+
+    def _generator_reply(self, searches: Sequence[tuple[str, str]]) -> str:
+        """The generator's reply to the question and ``searches`` (what it raises, it raises)."""
+        assert self._task is not None
+        prompt = clean_text(generator_prompt(self._task.question, searches))  # a tokenizer reads it
+        completions = self.generator.chat([[{"role": "user", "content": prompt}]], self.generator_params)
         if len(completions) != 1:
             raise ValueError(f"the generator returned {len(completions)} completions for one conversation")
-        reply = clean_text(completions[0].text)  # a server's JSON "\ud800" is a lone surrogate
-        if self.rewards.beyond_rag:
-            naive = self._naive_rag_score(info)
-            if naive is None:
-                return None
-        scored = self._score_answer(parse_reply(reply), info, format_score=finished)
-        info["generator_reply"] = reply
-        if self.rewards.beyond_rag:
-            self._gain = scored[0] - naive
-        return scored
+        return clean_text(completions[0].text)  # a server's JSON "\ud800" is a lone surrogate
 
-    def _naive_rag_score(self, info: dict[str, Any]) -> float | None:
+    def _naive_rag_score(self) -> float:
         """The score (the outcome metric) of the generator's answer from the question's own top
-        ``top_k`` results, computed once per task; None (``info["error"]`` set) where the search
-        or the generator fails."""
+        ``top_k`` results, computed once per task."""
         assert self._task is not None
         task = self._task
         if task.id not in self._naive:
-            try:
-                docs = self.retriever.search(task.question, self.top_k)
-                text = truncate_tokens(format_docs(docs), self.max_obs_tokens)
-                prompt = clean_text(generator_prompt(task.question, [(task.question, text)]))
-                completions = self.generator.chat(
-                    [[{"role": "user", "content": prompt}]], self.generator_params
-                )
-            except (*_GENERATOR_FAILURES, *WORLD_FAILURES) as e:
-                self._counts["n_errors"] += 1
-                info["error"] = f"naive retrieval's answer failed: {type(e).__name__}: {e}"
-                return None
-            reply = parse_reply(clean_text(completions[0].text))
+            docs = self.retriever.search(task.question, self.top_k)
+            text = truncate_tokens(format_docs(docs), self.max_obs_tokens)
+            reply = parse_reply(self._generator_reply([(task.question, text)]))
             self._naive[task.id] = outcome_reward(reply, task.answers, self.rewards.outcome_metric)
         return self._naive[task.id]
 
@@ -241,13 +236,7 @@ class PlannerEnv(SharedGeneratorSpec, RetrieverEnv):
 
     def _reward(self, outcome: float, fmt: float, charges: Charges, info: dict[str, Any]) -> float:
         self._cost += self.rubric.cost(self._step_values(outcome, fmt, charges))
-        reward = super()._reward(outcome, fmt, charges, info)
-        self._gain = 0.0  # scored once, at the answer
-        return reward
-
-    def _step_values(self, outcome: float, fmt: float, charges: Charges) -> dict[str, float]:
-        values = super()._step_values(outcome, fmt, charges)
-        return values | {"beyond_rag": self._gain} if self.rewards.beyond_rag else values
+        return super()._reward(outcome, fmt, charges, info)
 
     def _info_counts(self) -> dict[str, Any]:
         return {**self._counts, "n_turns": self._turn, "episode_cost": self._cost}

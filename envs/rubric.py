@@ -163,8 +163,10 @@ class Rubric:
         """This rubric with ``terms`` added (e.g. the trainer's)."""
         return Rubric((*self.terms, *terms))
 
-    def at(self, when: When) -> tuple[Term, ...]:
-        return tuple(t for t in self.terms if t.when == when)
+    def at(self, when: When | Iterable[When]) -> tuple[Term, ...]:
+        """The terms scored ``when`` (a level, or several), in order."""
+        levels = (when,) if isinstance(when, str) else tuple(when)
+        return tuple(t for t in self.terms if t.when in levels)
 
     def weight(self, name: str) -> float:
         """The weight of term ``name`` (0 for a term the rubric does not have)."""
@@ -173,27 +175,18 @@ class Rubric:
     def weights(self, when: Iterable[When] = ("step", "episode")) -> dict[str, float]:
         """``{name: weight}`` of the terms scored ``when``: an episode's reward is the weighted
         sum of its summed ``reward_components`` (what adapters hand to other trainers)."""
-        scored = tuple(when)
-        return {t.name: t.weight for t in self.terms if t.when in scored}
+        return {t.name: t.weight for t in self.at(when)}
 
     def total(self, values: Mapping[str, float], when: When | Iterable[When] = "step") -> float:
         """The weighted sum of ``values`` of the terms scored ``when`` (a level, or several): the
         gains, less `cost`. A step's reward is its step terms' total; with the episode terms, the
         total of the components a step reports is its reward too (as adapters score it)."""
-        gains = sum(
-            t.weight * values[t.name] for t in self._scored(when) if t.name in values and t.weight >= 0
-        )
+        gains = sum(t.weight * values[t.name] for t in self.at(when) if t.name in values and t.weight >= 0)
         return gains - self.cost(values, when)
 
     def cost(self, values: Mapping[str, float], when: When | Iterable[When] = "step") -> float:
         """What the ``when`` cost terms (negative weights) of ``values`` charge, as a positive number."""
-        return sum(
-            -t.weight * values[t.name] for t in self._scored(when) if t.name in values and t.weight < 0
-        )
-
-    def _scored(self, when: When | Iterable[When]) -> tuple[Term, ...]:
-        levels = (when,) if isinstance(when, str) else tuple(when)
-        return tuple(t for t in self.terms if t.when in levels)
+        return sum(-t.weight * values[t.name] for t in self.at(when) if t.name in values and t.weight < 0)
 
 
 class EpisodeTerms(gym.Wrapper[str, str, str, str]):

@@ -33,9 +33,11 @@ import torch
 from searchgym.agents.play.episode import Episode
 from searchgym.agents.train.advantages import degenerate_groups, group_advantages
 from searchgym.agents.train.config import GRPOConfig, load_run_config
+from searchgym.agents.train.grpo import training_rubric
 from searchgym.agents.train.metrics_log import EPISODES_DIR, METRICS_FILE, read_metrics
 from searchgym.agents.train.rewards import trained_rewards
 from searchgym.agents.train.schedule import make_env
+from searchgym.envs.rubric import Rubric, Term
 from searchgym.errors import ConfigError, DataNotFoundError, SearchGymError
 from searchgym.files import replace_atomically
 
@@ -70,9 +72,11 @@ def read_saved(run_dir: Path) -> list[Saved]:
     return saved
 
 
-def check_rescorable(old: GRPOConfig, new: GRPOConfig, saved: Sequence[Saved]) -> None:
-    """A `ConfigError`, before any env is made, where the rescore cannot be exact: a change to
-    another key than `CHANGEABLE`, or a trainer term that the episodes did not save."""
+def check_rescorable(
+    old: GRPOConfig, new: GRPOConfig, saved: Sequence[Saved], trainer: Sequence[str]
+) -> None:
+    """A `ConfigError`, before any episode is replayed, where the rescore cannot be exact: a
+    change to another key than `CHANGEABLE`, or a ``trainer`` term that the episodes did not save."""
     changed = [f.name for f in dataclasses.fields(GRPOConfig) if getattr(old, f.name) != getattr(new, f.name)]
     others = [name for name in changed if name not in CHANGEABLE]
     if others:
@@ -80,7 +84,7 @@ def check_rescorable(old: GRPOConfig, new: GRPOConfig, saved: Sequence[Saved]) -
             f"rescore replays the run's episodes in its env: it changes {' and '.join(CHANGEABLE)} only, "
             f"not {', '.join(others)}"
         )
-    for name in _weighed(new):
+    for name in trainer:
         missing = sum(name not in s.episode.reward_components for s in saved)
         if missing:
             raise ConfigError(
@@ -119,21 +123,20 @@ def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | Non
     run_dir = Path(run_dir)
     old, new = load_run_config(run_dir), load_run_config(run_dir, overrides)
     saved = read_saved(run_dir)
-    check_rescorable(old, new, saved)
     out = Path(out) if out is not None else run_dir / "rescore"
-    env = make_env(new, new.train_split)
-    tasks = {task.id: task for task in env.unwrapped.tasks}
-    unknown = sorted({s.episode.task_id for s in saved} - set(tasks))
-    if unknown:
-        env.close()
-        raise ConfigError(
-            f"{len(unknown)} saved episodes play tasks the env does not have (e.g. {unknown[0]!r})"
-        )
-    rescored = [
-        Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, _weighed(new))) for s in saved
-    ]
-    weights = env.unwrapped.rubric.weights() | {name: float(w) for name, w in new.trainer_terms.items()}
-    env.close()
+    with make_env(new, new.train_split) as env:
+        rubric, old_trainer = training_rubric(env, new), training_rubric(env, old).at("trainer")
+        trainer = [t.name for t in rubric.at("trainer")]
+        check_rescorable(old, new, saved, trainer)
+        tasks = {task.id: task for task in env.unwrapped.tasks}
+        unknown = sorted({s.episode.task_id for s in saved} - set(tasks))
+        if unknown:
+            raise ConfigError(
+                f"{len(unknown)} saved episodes play tasks the env does not have (e.g. {unknown[0]!r})"
+            )
+        rescored = [
+            Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, trainer)) for s in saved
+        ]
     logged = {row["step"]: row for row in read_metrics(run_dir) if "reward/total" in row}
     steps = sorted({s.step for s in saved})
     report = {
@@ -141,7 +144,9 @@ def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | Non
         "old_rewards": old.rewards,
         "new_rewards": new.rewards,
         "advantage": new.advantage,
-        "steps": [_step_report(step, saved, rescored, old, new, weights, logged.get(step)) for step in steps],
+        "steps": [
+            _step_report(step, saved, rescored, old_trainer, rubric, new, logged.get(step)) for step in steps
+        ],
     }
     _write(out, new, rescored, report)
     return report
@@ -151,9 +156,9 @@ def _step_report(
     step: int,
     saved: Sequence[Saved],
     rescored: Sequence[Saved],
-    old: GRPOConfig,
+    old_trainer: Sequence[Term],
+    rubric: Rubric,
     new: GRPOConfig,
-    weights: dict[str, float],
     logged: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """One step: the mean reward of its saved episodes before and after (``reward_logged``: what
@@ -164,8 +169,8 @@ def _step_report(
     row: dict[str, Any] = {
         "step": step,
         "episodes": sum(len(g) for g in before.values()),
-        "reward_old": _mean(_rewards(before, old)),
-        "reward_new": _mean(_rewards(after, new)),
+        "reward_old": _mean(_rewards(before, old_trainer, new.advantage)),
+        "reward_new": _mean(_rewards(after, rubric.at("trainer"), new.advantage)),
         "reward_logged": None if logged is None else logged["reward/total"],
         "terms_new": _term_means([ep for group in after.values() for ep in group]),
     }
@@ -174,15 +179,15 @@ def _step_report(
     if not complete:
         return row
     scale = new.advantage != "dr_grpo"
-    a = _rewards({g: before[g] for g in complete}, old)
-    b = _rewards({g: after[g] for g in complete}, new)
+    a = _rewards({g: before[g] for g in complete}, old_trainer, new.advantage)
+    b = _rewards({g: after[g] for g in complete}, rubric.at("trainer"), new.advantage)
     flips = [
         _sign(ra[i] - ra[j]) != _sign(rb[i] - rb[j])
         for ra, rb in zip(a.tolist(), b.tolist())
         for i in range(len(ra))
         for j in range(i + 1, len(ra))
     ]
-    weights = {name: w for name, w in weights.items() if w}  # each term's weight in the new rubric
+    weights = {name: w for name, w in rubric.weights(("step", "episode", "trainer")).items() if w}
 
     def alone(name: str, episodes: list[Episode]) -> list[float]:
         values = torch.tensor([[weights[name] * ep.reward_components.get(name, 0.0) for ep in episodes]])
@@ -206,11 +211,6 @@ def _step_report(
     }
 
 
-def _weighed(cfg: GRPOConfig) -> list[str]:
-    """The trainer terms ``cfg`` weighs (a weight of 0 leaves a term out, as training does)."""
-    return [name for name, weight in cfg.trainer_terms.items() if weight]
-
-
 def _groups(saved: Sequence[Saved], step: int) -> dict[int, list[Episode]]:
     groups: dict[int, list[Episode]] = defaultdict(list)
     for s in saved:
@@ -219,20 +219,16 @@ def _groups(saved: Sequence[Saved], step: int) -> dict[int, list[Episode]]:
     return dict(sorted(groups.items()))
 
 
-def _rewards(groups: dict[int, list[Episode]], cfg: GRPOConfig) -> torch.Tensor:
-    """Each episode's reward as the trainer summed it (`trained_rewards`): the env's, plus the
-    weighted trainer terms (the env's alone under igpo, which gives them turn by turn); groups
-    of unequal sizes (some of their episodes not saved) as one row."""
+def _rewards(groups: dict[int, list[Episode]], trainer: Sequence[Term], advantage: str) -> torch.Tensor:
+    """Each episode's reward as the trainer summed it (`trained_rewards`) with the ``trainer``
+    terms' saved values; groups of unequal sizes (some of their episodes not saved) as one row."""
     rows = (
         list(groups.values()) if len({len(g) for g in groups.values()}) == 1 else [sum(groups.values(), [])]
     )
-    weights = cfg.trainer_terms if cfg.advantage != "igpo" else {}
-    trainer = [
-        (float(weights[name]), name, [[ep.reward_components[name]] for row in rows for ep in row])
-        for name in _weighed(cfg)
-        if name in weights
+    values = [
+        (t.weight, t.name, [[ep.reward_components[t.name]] for row in rows for ep in row]) for t in trainer
     ]
-    return trained_rewards(rows, trainer)
+    return trained_rewards(rows, values, advantage)
 
 
 def _mean(rewards: torch.Tensor) -> float:

@@ -61,7 +61,7 @@ def score_groups(
             for turn, value in zip(ep.turns, episode_values):
                 turn.reward_components[name] = value
             ep.reward_components[name] = sum(episode_values)
-    rewards = trained_rewards(groups, trainer if cfg.advantage != "igpo" else ())
+    rewards = trained_rewards(groups, trainer, cfg.advantage)
     if cfg.advantage == "igpo":
         turn_rewards, i = [], 0
         for group in groups:
@@ -96,11 +96,14 @@ TrainerValues = Sequence[tuple[float, str, list[list[float]]]]
 """Each trainer term's weight, name and values: per episode (the step's, group by group), per turn."""
 
 
-def trained_rewards(groups: Sequence[Sequence[Episode]], trainer: TrainerValues) -> torch.Tensor:
+def trained_rewards(
+    groups: Sequence[Sequence[Episode]], trainer: TrainerValues, advantage: str
+) -> torch.Tensor:
     """The rewards [groups, G] (float64) the advantages rank: each episode's env reward plus its
-    weighted ``trainer`` terms, each summed over the episode's turns."""
+    weighted ``trainer`` terms, each summed over the episode's turns; the env's alone under
+    ``igpo``, whose advantages give the trainer's terms turn by turn instead."""
     rewards = torch.tensor([[ep.total_reward for ep in group] for group in groups], dtype=torch.float64)
-    for weight, _, values in trainer:
+    for weight, _, values in trainer if advantage != "igpo" else ():
         rewards = rewards + weight * torch.tensor([sum(v) for v in values]).view_as(rewards)
     return rewards
 

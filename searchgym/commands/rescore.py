@@ -13,9 +13,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="replay a training run's saved episodes under other reward weights, and rank its groups again",
         description=(
             "Replays every saved rollout episode of RUN_DIR in the run's env made with the new reward "
-            "weights "
-            "(--set rewards=... or rewards.KEY=..., and advantage), reweighs the trainer terms the episodes "
-            "saved, and compares each step's rewards and each complete group's advantages with the run's. "
+            "weights (--set rewards=... or rewards.KEY=..., and advantage), reweighs the trainer terms "
+            "the episodes saved, and compares each step's rewards and each complete group's advantages "
+            "with the run's. "
             "Needs no model; writes a run directory that `searchgym view` opens beside the old one."
         ),
     )
