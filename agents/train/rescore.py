@@ -29,6 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from tqdm.auto import tqdm
 
 from searchgym.agents.play.episode import Episode
 from searchgym.agents.train.advantages import degenerate_groups, group_advantages
@@ -116,10 +117,12 @@ def replay(env: gym.Env, task: Any, episode: Episode, trainer_terms: Sequence[st
     return again
 
 
-def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | None = None) -> dict[str, Any]:
+def rescore(
+    run_dir: str | Path, overrides: Sequence[str], out: str | Path | None = None, *, progress: bool = True
+) -> dict[str, Any]:
     """Rescore the run in ``run_dir`` with its config changed by ``overrides`` (``--set``
     syntax, `CHANGEABLE` keys only); writes OUT (default ``RUN_DIR/rescore``) and returns what
-    ``rescore.json`` holds."""
+    ``rescore.json`` holds. ``progress`` shows a bar over the episodes replayed."""
     run_dir = Path(run_dir)
     old, new = load_run_config(run_dir), load_run_config(run_dir, overrides)
     saved = read_saved(run_dir)
@@ -135,7 +138,8 @@ def rescore(run_dir: str | Path, overrides: Sequence[str], out: str | Path | Non
                 f"{len(unknown)} saved episodes play tasks the env does not have (e.g. {unknown[0]!r})"
             )
         rescored = [
-            Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, trainer)) for s in saved
+            Saved(s.step, s.group, replay(env, tasks[s.episode.task_id], s.episode, trainer))
+            for s in tqdm(saved, desc="rescore", unit="episode", disable=not progress)
         ]
     logged = {row["step"]: row for row in read_metrics(run_dir) if "reward/total" in row}
     steps = sorted({s.step for s in saved})

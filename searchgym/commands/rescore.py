@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, default=None, help="where the rescored run goes (default RUN_DIR/rescore)"
     )
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run)
 
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from searchgym.agents.train.rescore import rescore  # lazy: torch
 
     out = args.out or args.run_dir / "rescore"
-    report = rescore(args.run_dir, args.overrides, out)
+    report = rescore(args.run_dir, args.overrides, out, progress=not args.no_progress)
     print(format_report(report))
     print(f"episodes, metrics.jsonl and rescore.json in {out}")
     return 0

@@ -24,7 +24,7 @@ def run_dir(tiny_llama_dir, tmp_path_factory):
 
 
 def test_under_the_runs_own_rubric_it_gives_back_what_training_logged(run_dir, tmp_path, capsys):
-    assert main(["rescore", str(run_dir), "--out", str(tmp_path)]) == 0
+    assert main(["rescore", str(run_dir), "--out", str(tmp_path), "--no-progress"]) == 0
     report = json.loads((tmp_path / "rescore.json").read_text())
     logged = {row["step"]: row for row in read_metrics(run_dir) if "reward/total" in row}
     for step in report["steps"]:
@@ -38,14 +38,16 @@ def test_under_the_runs_own_rubric_it_gives_back_what_training_logged(run_dir, t
         new = [s.episode for s in read_saved(tmp_path) if s.step == step]
         assert [e.total_reward for e in new] == [e.total_reward for e in old]
         assert [e.reward_components for e in new] == [e.reward_components for e in old]
-    assert "step  episodes" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "step  episodes" in printed.out and "rescore" not in printed.err  # --no-progress: no bar
 
 
-def test_under_another_rubric_each_term_is_what_its_definition_gives(run_dir, tmp_path):
+def test_under_another_rubric_each_term_is_what_its_definition_gives(run_dir, tmp_path, capsys):
     overrides = [
         "rewards={format: 0.5, per_search: 0.1, terms: {evidence_recall: 2.0, info_gain: 0.0}}",
     ]
     report = rescore(run_dir, overrides, tmp_path)
+    assert "rescore: 100%" in capsys.readouterr().err  # a bar over the episodes replayed
     for step in (1, 2):
         old = [s.episode for s in read_saved(run_dir) if s.step == step]
         new = [s.episode for s in read_saved(tmp_path) if s.step == step]
