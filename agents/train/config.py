@@ -141,6 +141,11 @@ class GRPOConfig:
     kl_coef: float = 0.0
     """Weight of the k3 KL to the policy GRPO starts from, after the warm start (0: no reference
     model is kept)."""
+    entropy_coef: float = 0.0
+    """Weight of an entropy bonus: the loss subtracts ``entropy_coef`` times the mean entropy of
+    the policy's sampled-token distributions (at ``temperature``, aggregated as the loss is), so
+    that the sampled episodes of a group keep differing (0: none; the loss still logs the
+    entropy)."""
     updates_per_step: int = 1
     """Optimizer steps on each rollout batch (mu); above 1 the importance ratio departs from 1."""
     tis_cap: float = 0.0
@@ -364,6 +369,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "clip_low": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "clip_high": _at_least(0),
     "kl_coef": _at_least(0),
+    "entropy_coef": _at_least(0),
     "updates_per_step": _at_least(1),
     "tis_cap": _at_least(0),
     "lr": (lambda v: v > 0, "> 0"),

@@ -156,8 +156,9 @@ def token_logprobs(
     **model_kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B, L - 1] of each next token under ``softmax(logits / temperature)`` where
-    ``mask`` [B, L - 1] is 1 (0 elsewhere), and with ``with_entropy`` the summed entropy of those
-    distributions (without gradient). Logits are computed only where ``mask`` is 1 when the model
+    ``mask`` [B, L - 1] is 1 (0 elsewhere), and with ``with_entropy`` the entropy of each of
+    those distributions [B, L - 1] (0 elsewhere; with a gradient when the logits have one, for
+    `GRPOConfig.entropy_coef`). Logits are computed only where ``mask`` is 1 when the model
     takes ``logits_to_keep`` (transformers models do): a vocabulary-sized row per policy token,
     none for the prompt and observations. Those logits are the only vocabulary-sized tensor kept
     for the backward pass: the float32 log-softmax runs over chunks of ``LOGIT_CHUNK`` rows and is
@@ -168,22 +169,29 @@ def token_logprobs(
     targets[:, 1:] = picked
     logits = target_logits(model, input_ids, attention_mask, targets, float32=False, **model_kwargs)
     chosen = input_ids[targets]
-    parts, entropy = [], torch.zeros((), device=logits.device)
+    parts, entropies = [], []
     for start in range(0, len(chosen), LOGIT_CHUNK):
         rows = slice(start, start + LOGIT_CHUNK)
         args = (logits[rows], chosen[rows], temperature)
-        if logits.requires_grad:
-            part = torch.utils.checkpoint.checkpoint(_chunk_logprobs, *args, use_reentrant=False)
-        else:
-            part = _chunk_logprobs(*args)
-        parts.append(part)
+        parts.append(_recomputed(_chunk_logprobs, *args))
         if with_entropy:
-            with torch.no_grad():
-                scaled = logits[rows].float() / temperature
-                entropy = entropy + (scaled.logsumexp(-1) - (scaled.softmax(-1) * scaled).sum(-1)).sum()
+            entropies.append(_recomputed(_chunk_entropy, *args))
+    logp = _scatter(parts, picked, logits)
+    return logp, _scatter(entropies, picked, logits) if with_entropy else None
+
+
+def _recomputed(fn, logits: torch.Tensor, *args) -> torch.Tensor:
+    """``fn(logits, *args)``, recomputed in the backward pass where the logits have a gradient
+    (its float32 vocabulary-sized intermediates are not kept)."""
+    if logits.requires_grad:
+        return torch.utils.checkpoint.checkpoint(fn, logits, *args, use_reentrant=False)
+    return fn(logits, *args)
+
+
+def _scatter(parts: list[torch.Tensor], picked: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """The chunks' values, one per picked position, laid out as ``picked`` [B, L - 1]."""
     flat = torch.cat(parts) if parts else logits.new_zeros(0, dtype=torch.float32)
-    logp = torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device).masked_scatter(picked, flat)
-    return logp, entropy if with_entropy else None
+    return torch.zeros(picked.shape, dtype=flat.dtype, device=flat.device).masked_scatter(picked, flat)
 
 
 LOGIT_CHUNK = 1024
@@ -195,3 +203,10 @@ def _chunk_logprobs(logits: torch.Tensor, chosen: torch.Tensor, temperature: flo
     logit minus a logsumexp, never a full log-softmax."""
     scaled = logits.float() / temperature
     return scaled.gather(1, chosen[:, None])[:, 0] - scaled.logsumexp(-1)
+
+
+def _chunk_entropy(logits: torch.Tensor, chosen: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The entropy of each row's ``softmax(logits / temperature)``, in float32 (``chosen`` is
+    unused: the signature is `_chunk_logprobs`'s)."""
+    scaled = logits.float() / temperature
+    return scaled.logsumexp(-1) - (scaled.softmax(-1) * scaled).sum(-1)

@@ -14,7 +14,7 @@ import torch
 
 from searchgym.agents.policies.kv import with_cache
 from searchgym.agents.train.config import GRPOConfig
-from searchgym.agents.train.loss import LossNorm, Sample, collate, policy_loss, token_logprobs
+from searchgym.agents.train.loss import LossNorm, Sample, aggregate, collate, policy_loss, token_logprobs
 from searchgym.agents.train.shared_prompt import SharedPrompt, by_group
 from searchgym.errors import TrainingDiverged
 
@@ -80,10 +80,13 @@ def update(
                     sampler_logp=sampler_logp,
                     tis_cap=cfg.tis_cap,
                 )
+                if cfg.entropy_coef:
+                    bonus = aggregate(entropy, batch["mask"], cfg.loss_aggregation, norm)
+                    loss = loss - cfg.entropy_coef * bonus
                 # DDP averages gradients over processes; the norm already covers all of them
                 accelerator.backward(loss * accelerator.num_processes)
             sums["loss"] += float(loss.detach())
-            sums["entropy"] += float(entropy)
+            sums["entropy"] += float((entropy.detach() * batch["mask"]).sum())
             for key, value in stats.items():
                 sums[key] += value
         if shared is not None:

@@ -80,3 +80,29 @@ def test_a_kl_reference_keeps_whole_reads(tiny_llama_dir, monkeypatch):
     cfg = GRPOConfig(micro_batch_size=2, kl_coef=0.1)
     update.update(model, copy.deepcopy(model), optimizer, group_episodes(), cfg, Accelerator(cpu=True), 0)
     assert reads == []
+
+
+def test_the_entropy_bonus_raises_the_policys_entropy_where_the_advantages_are_zero(tiny_llama_dir):
+    """With every advantage 0 the policy loss has no gradient: ``entropy_coef`` alone moves the
+    weights, and the step it takes raises the entropy the update logs."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    flat = [
+        [Sample(s.ids, s.start, s.mask, s.old_logprobs, [0.0] * len(s.advantages)) for s in group]
+        for group in group_episodes()
+    ]
+    moved, entropy = {}, {}
+    for coef in (0.0, 1.0):
+        model = copy.deepcopy(base)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        cfg = GRPOConfig(micro_batch_size=2, entropy_coef=coef, max_grad_norm=1e9)
+        before = update.update(model, None, optimizer, flat, cfg, Accelerator(cpu=True), 0)["loss/entropy"]
+        probe = torch.optim.SGD(model.parameters(), lr=0.0)
+        after = update.update(model, None, probe, flat, cfg, Accelerator(cpu=True), 0)["loss/entropy"]
+        moved[coef] = any((p != q).any() for p, q in zip(model.parameters(), base.parameters()))
+        entropy[coef] = (before, after)
+    assert moved == {0.0: False, 1.0: True}
+    assert entropy[0.0][1] == pytest.approx(entropy[0.0][0])
+    assert entropy[1.0][1] > entropy[1.0][0] + 1e-3
