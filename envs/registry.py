@@ -214,6 +214,7 @@ def _register_builtin() -> None:
         (f"{NAMESPACE}/FictionalQA-Simulated-v0", f"{_FACTORIES}:fictional_simulated", {}),
         (f"{NAMESPACE}/FictionalQA-Planner-v0", "searchgym.envs.planner_factories:fictional_planner", {}),
         (f"{NAMESPACE}/FictionalQA-Web-v0", "searchgym.envs.web_factories:fictional_web", {}),
+        (f"{NAMESPACE}/FictionalQA-Propose-v0", "searchgym.envs.self_play:fictional_propose", {}),
         (f"{NAMESPACE}/MiniWiki-Web-v0", "searchgym.envs.web_factories:mini_wiki_web", {}),
         (f"{NAMESPACE}/FanOutQA-BM25-v0", f"{_FACTORIES}:fanout_qa", {"backend": "bm25"}),
     ]

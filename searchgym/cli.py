@@ -19,6 +19,7 @@ COMMANDS = (
     "eval",
     "train",
     "rescore",
+    "self_play",
     "sweep",
     "index",
     "serve",

@@ -69,6 +69,7 @@ BLOCKS = {
     ("retrievers.md", "bash", 1): "test_guide_pages.py::test_the_index_builds_and_the_server_run_as_written",
     ("tasks.md", "python", 0): "test_guide_pages.py::test_the_data_example_reads_local_benchmarks",
     ("tasks.md", "python", 1): "test_guide_pages.py::test_the_questions_example_runs_as_written",
+    ("tasks.md", "bash", 1): "test_guide_pages.py::test_the_self_play_commands_run_as_written",
     (
         "tasks.md",
         "bash",

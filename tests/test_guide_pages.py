@@ -311,6 +311,18 @@ def test_the_questions_example_runs_as_written(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines() == said
 
 
+def test_the_self_play_commands_run_as_written(tmp_path):
+    """The proposer's 50 questions are all verified; the oracle answers every one, and the
+    heuristic's EM is the pass rate the first command printed, as the page says."""
+    propose, evaluate = doc_block("tasks.md", "bash", 1).splitlines()
+    first = bash(propose + " --no-progress", tmp_path).stdout
+    assert "50 of 50 proposals verified" in first
+    rate = float(first.split("solver pass rate ")[1].split()[0])
+    table = bash(evaluate + " --no-progress", tmp_path).stdout
+    rows = {line.split()[0]: line.split() for line in table.splitlines() if line.split()[1:2] == ["all"]}
+    assert rows["oracle"][3] == "1.000" and float(rows["heuristic"][3]) == rate
+
+
 def test_the_live_web_env_builds_as_written(monkeypatch):
     """The block constructs the env for any ``tasks``; nothing reaches the web until an action does."""
     from searchgym import tasks as task_sets

@@ -37,13 +37,15 @@ class _Scripted:
         return self.protocol.format_turn(thought if self.think else None, tool, value)
 
     def _conclude(self, thought: str, answer: str) -> str:
-        """Answer; where the protocol has no ``answer`` tool, call the first tool that takes no
-        argument instead (the planner env's ``finish``: its generator answers)."""
-        if any(t.name == "answer" for t in self.protocol.tools):
-            return self._say(thought, "answer", answer)
+        """Answer; where the protocol has no ``answer`` tool, propose ``answer`` as the question
+        (the self-play proposer's ``propose``), or else call the first tool that takes no argument
+        (the planner env's ``finish``: its generator answers)."""
+        names = [t.name for t in self.protocol.tools]
+        for tool in ("answer", "propose"):
+            if tool in names:
+                return self._say(thought, tool, answer)
         stop = next((t.name for t in self.protocol.tools if not t.params), None)
         if stop is None:
-            names = [t.name for t in self.protocol.tools]
             raise ValueError(f"the protocol has no 'answer' tool and no tool without arguments: {names}")
         return self._say(thought, stop)
 
@@ -63,7 +65,9 @@ class OracleAgent(_Scripted):
     in GRPO is a decision: a query or an answer.
 
     On a web env (a protocol with ``follow``) it browses instead: `WebOracleAgent` follows the
-    chain's infobox links and reads the answer off the last page."""
+    chain's infobox links and reads the answer off the last page. As Search Self-play's proposer
+    (`searchgym.envs.self_play`) it searches the chain of the world question its answer came from
+    and proposes that question."""
 
     def __init__(self, p_verify: float = 0.0, think: bool = True, seed: int = 0) -> None:
         self.p_verify = p_verify
@@ -101,7 +105,9 @@ class OracleAgent(_Scripted):
             return self._say(f"Step {self.turn}: I need to find out about {query}.", "search", query)
         if self.verify and self.turn == len(self.queries) + 1:
             return self._say("Let me check the answer once more.", "search", self.task.question)
-        return self._conclude("I have found everything I need.", self.task.answers[0])
+        # a self-play proposal (envs.self_play): the world's own question for the answer posed
+        proposal = self.task.metadata.get("seed_question")
+        return self._conclude("I have found everything I need.", proposal or self.task.answers[0])
 
 
 class HeuristicAgent(_Scripted):

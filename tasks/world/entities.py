@@ -75,10 +75,20 @@ class Entity:
     passages: dict[str, str] = field(default_factory=dict)  # section -> passage id
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The entity as the world's table holds it; a work also has its ``work_kind`` (novel,
+        film, ...), which its questions' words depend on."""
+        row = {
             "id": self.id, "kind": self.kind, "name": self.name, "aliases": list(self.aliases),
             "facts": self.facts, "lookalikes": self.lookalikes, "passages": self.passages,
         }  # fmt: skip
+        return row | ({"work_kind": self.extra["kind"]} if self.kind == "work" else {})
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Entity:
+        """The entity of a row of the world's table (`to_dict`)."""
+        extra = {"kind": row["work_kind"]} if row["kind"] == "work" else {}
+        return cls(row["id"], row["kind"], row["name"], tuple(row["aliases"]), dict(row["facts"]), extra,
+                   list(row["lookalikes"]), dict(row["passages"]))  # fmt: skip
 
 
 def plan_counts(n_passages: int) -> dict[str, int]:

@@ -153,31 +153,46 @@ def _draw(
     root = rng.choice(by_kind[path[0].kind])
     if (root.id, tuple(r.name for r in path)) in seen:
         return None
-    chain = [root]
-    for r in path:
-        here = chain[-1]
-        if r.name not in here.facts or (here.id, r.name) in leaks:
-            return None
-        if r.target:
-            there = by_id[here.facts[r.name]]
-            if any(there.id == e.id for e in chain):
-                return None
-            chain.append(there)
-    answers = _answers(path[-1], chain[-1])
+    chain = follow(root, path, by_id)
+    if chain is None or any((e.id, r.name) in leaks for e, r in zip(chain, path, strict=False)):
+        return None
+    if len({e.id for e in chain}) < len(chain):  # a chain that comes back to an entity
+        return None
+    answers = answers_of(path[-1], chain[-1])
     question = _phrase(rng, path, root)
     padded = f" {normalise(question)} "
     if question in seen or any(f" {normalise(a)} " in padded for a in answers):
         return None
     seen.update([(root.id, tuple(r.name for r in path)), question])
+    return question, answers, chain_steps(chain, path), path[-1].answer_type
+
+
+def follow(root: Entity, path: Sequence[Relation], by_id: dict[str, Entity]) -> list[Entity] | None:
+    """The entities ``path`` visits from ``root``: the root, then each relation's entity (the
+    last one is the subject of a literal answer, the answer of an entity one); None where an
+    entity lacks the relation."""
+    chain = [root]
+    for r in path:
+        here = chain[-1]
+        if here.kind != r.kind or r.name not in here.facts:
+            return None
+        if r.target:
+            chain.append(by_id[here.facts[r.name]])
+    return chain
+
+
+def chain_steps(chain: Sequence[Entity], path: Sequence[Relation]) -> list[dict[str, Any]]:
+    """A task's ``chain`` metadata: per hop the entity, the relation, the passage that states it
+    and a searcher's query for it."""
     steps = []
     for entity, r in zip(chain, path, strict=False):
-        query = r.query.format(n=entity.name, **_kind_words(entity))
+        query = r.query.format(n=entity.name, **kind_words(entity))
         steps.append({"entity": entity.name, "relation": r.name,
                       "doc_id": entity.passages[r.section], "query": query})  # fmt: skip
-    return question, answers, steps, path[-1].answer_type
+    return steps
 
 
-def _answers(final: Relation, last: Entity) -> tuple[str, ...]:
+def answers_of(final: Relation, last: Entity) -> tuple[str, ...]:
     """The canonical answer and its aliases; ``last`` is the answer entity or its subject."""
     if final.target:
         return (last.name, *last.aliases)
@@ -189,7 +204,8 @@ def _answers(final: Relation, last: Entity) -> tuple[str, ...]:
     return (str(value),)
 
 
-def _kind_words(e: Entity) -> dict[str, str]:
+def kind_words(e: Entity) -> dict[str, str]:
+    """The words a work's phrases use (its kind, "directed", "released"); none for other kinds."""
     if e.kind != "work":
         return {}
     words = WORK_KINDS[e.extra["kind"]]
@@ -199,7 +215,7 @@ def _kind_words(e: Entity) -> dict[str, str]:
 
 def _phrase(rng: random.Random, path: Sequence[Relation], root: Entity) -> str:
     """The question text: the root's description wrapped by each edge, then the final ask."""
-    words = _kind_words(root)
+    words = kind_words(root)
     d = rng.choice(ROOTS[root.kind]).format(n=root.name, **words)
     dangling = False  # does ``d`` end in a verb ("the city where X was born")?
     for r in path[:-1]:
