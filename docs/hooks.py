@@ -27,6 +27,7 @@ from mkdocs.structure.files import File, Files
 import searchgym
 from searchgym.agents.train.config import GRPOConfig
 from searchgym.cli import build_parser
+from searchgym.commands.list import reward_term_rows
 from searchgym.config_types import describe, field_docs
 from searchgym.envs.factories import search_env
 from searchgym.envs.registry import env_factory, list_ids
@@ -75,9 +76,11 @@ def environments() -> str:
         "(option `protocol`, where an id takes it). "
         "Reward weights (option `rewards`, a mapping): "
         + ", ".join(f"`{f}`" for f in RewardWeights.__dataclass_fields__)
-        + "; registered episode terms: "
-        + ", ".join(f"`{r}`" for r in searchgym.list_rewards())
-        + ".",
+        + ". Reward terms, those `rewards.terms` weighs included (`searchgym list rewards`):",
+        "",
+        "| term | level | what it measures; where its weight is set |",
+        "|---|---|---|",
+        *(f"| `{name}` | {level} | {what} |" for name, level, what in reward_term_rows()),
         "",
     ]
     for env_id in list_ids("searchgym"):

@@ -31,7 +31,17 @@ MAX_ACTION_CHARS = 20_000
 DEFAULT_GOAL = "Answer the given question."
 # Tags escaped in tool output whatever the protocol, so no document imitates an action or a
 # result block of either protocol.
-ESCAPED_TAGS = ("think", "search", "answer", "propose", "information", "tool_call", "tool_response", "tools")
+ESCAPED_TAGS = (
+    "think",
+    "search",
+    "answer",
+    "propose",
+    "judge",
+    "information",
+    "tool_call",
+    "tool_response",
+    "tools",
+)
 
 
 class ActionProtocol:

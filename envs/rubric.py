@@ -115,6 +115,79 @@ def step_gain(episode: EpisodeRecord) -> float:
     return total
 
 
+def citation(episode: EpisodeRecord) -> float:
+    """CaRR's citation-aware rubric reward (Zhang et al. 2026, arXiv 2601.06021): for a right
+    answer, the share of the gold chain's hops supported by a cited passage that reaches the
+    answer unbroken; 0 for a wrong answer, an unanswered episode or a task without evidence.
+
+    Exact where CaRR asks an LLM judge. A hop is supported when the answer cites (env option
+    ``citations``) the passage that states it and a search showed that passage; citing a passage
+    by its title names the hop's entity, as CaRR requires the answer to. CaRR links supported
+    hops from the answer back (a breadth-first search from the answer entity); on a chain that is
+    the run of supported hops ending at the last one. C-GRPO as released mixes it as
+    ``0.7 outcome + 0.3 R_r`` for a right answer: ``rewards: {outcome: 0.7, terms: {citation: 0.3}}``.
+    Two hops, the answer citing only the last hop's passage, then both:
+
+    >>> from searchgym.tasks.task import Task
+    >>> task = Task("t", "q?", ("a",), evidence=("g1", "g2"))
+    >>> citation(EpisodeRecord(task, [{"tool": "answer", "em": 1.0, "cited_ids": ["g2"]}]))
+    0.5
+    >>> citation(EpisodeRecord(task, [{"tool": "answer", "em": 1.0, "cited_ids": ["g1", "g2"]}]))
+    1.0
+    """
+    evidence, last = episode.task.evidence, episode.infos[-1] if episode.infos else {}
+    if not evidence or last.get("em") != 1.0:
+        return 0.0
+    cited = set(last.get("cited_ids") or ())
+    supported = 0
+    for doc_id in reversed(evidence):
+        if doc_id not in cited:
+            break
+        supported += 1
+    return supported / len(evidence)
+
+
+def judge(episode: EpisodeRecord) -> float:
+    """ReSeek's reward for judging search results (Li et al. 2025, arXiv 2510.00568), summed over
+    the searches an answered episode judged: the action after a search judges its result (env
+    option ``judge``), and the result was useful if it showed a gold passage no earlier search had.
+    As ReSeek's released rule: a Yes before a right answer earns 0.4; otherwise a right judgement
+    0.3 (0.4 with a right answer), a wrong Yes -0.6, a wrong No -0.3; an unjudged result or an
+    unanswered episode 0.
+
+    Exact on the gold passages where ReSeek looks for the answer string in the results. A search
+    that shows the first gold passage, judged Yes; one that shows nothing new, judged Yes (wrong);
+    then a wrong answer:
+
+    >>> from searchgym.tasks.task import Task
+    >>> task = Task("t", "q?", ("a",), evidence=("g1", "g2"))
+    >>> infos = [{"tool": "search", "doc_ids": ["g1"]},
+    ...          {"tool": "search", "doc_ids": ["g1"], "judgement": True},
+    ...          {"tool": "answer", "em": 0.0, "judgement": True}]
+    >>> round(judge(EpisodeRecord(task, infos, prediction="b")), 6)  # 0.3 - 0.6
+    -0.3
+    """
+    if episode.prediction is None or not episode.infos:
+        return 0.0
+    right = episode.infos[-1].get("em") == 1.0
+    evidence, seen, total = set(episode.task.evidence), set(), 0.0
+    for shown, after in zip(episode.infos, episode.infos[1:]):
+        if shown.get("tool") != "search":
+            continue
+        ids = set(shown.get("doc_ids") or ())
+        useful, said = bool((ids & evidence) - seen), after.get("judgement")
+        seen |= ids
+        if said is None:
+            continue
+        if said and right:
+            total += 0.4
+        elif said == useful:
+            total += 0.3 + 0.1 * right
+        else:
+            total -= 0.6 if said else 0.3
+    return total
+
+
 @dataclass(frozen=True)
 class Term:
     """One named reward term: its weight, when it is scored, for an ``episode`` or ``trainer`` term
@@ -144,7 +217,7 @@ class Term:
         if self.doc or self.fn is None:
             return self.doc
         text = " ".join((inspect.getdoc(self.fn) or "").split())
-        return re.split(r"(?<!e\.g)(?<!i\.e)\.(?:\s|$)", text)[0]
+        return re.split(r"(?<!e\.g)(?<!i\.e)(?<!\bal)\.(?:\s|$)", text)[0]
 
 
 @dataclass(frozen=True)

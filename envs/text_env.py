@@ -244,6 +244,7 @@ class RetrieverEnv(TextEnv):
 
     def _new_episode(self) -> None:
         self._retrieved: set[str] = set()
+        self._shown_titles: dict[str, set[str]] = {}  # the ids of the passages shown under a title
         self._searches: list[tuple[str, str]] = []  # each search's query and the text it showed
 
     def _search(self, call: ToolCall, info: dict[str, Any]) -> tuple[str, Charges]:
@@ -266,6 +267,8 @@ class RetrieverEnv(TextEnv):
             text = truncate_tokens(format_docs(docs), self.max_obs_tokens)
         self._searches.append((query, text))
         self._retrieved.update(d.id for d in docs)
+        for d in docs:
+            self._shown_titles.setdefault(d.title, set()).add(d.id)
         info["doc_ids"] = [d.id for d in docs]
         return self._result(text, 1, info)
 

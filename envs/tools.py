@@ -6,6 +6,7 @@ reads and the parser that reads the model's output (see `searchgym.envs.protocol
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,24 @@ ANSWER = Tool(
     (Param("answer", "The final answer."),),
     example="Beijing",
 )
+CITED_ANSWER = Tool(
+    "answer",
+    "Give the final answer, as short as possible, then the title of each passage it rests on in square "
+    "brackets. This ends the episode.",
+    (Param("answer", "The final answer, then [Title] for each passage cited."),),
+    example="Beijing [China]",
+)
+"""The answer tool of an env with ``citations`` (CaRR's citation protocol, `envs.rubric.citation`)."""
+
+
+def split_citations(text: str) -> tuple[str, list[str]]:
+    """A cited answer's answer (the text before its first ``[``) and its cited titles.
+
+    >>> split_citations("Zatira Garick [Merian Jevane (early life)] [Dreisent]")
+    ('Zatira Garick', ['Merian Jevane (early life)', 'Dreisent'])
+    """
+    answer, _, rest = text.partition("[")
+    return answer.strip(), [t.strip() for t in re.findall(r"([^\[\]]+)\]", "[" + rest) if t.strip()]
 
 
 @dataclass(frozen=True)

@@ -466,6 +466,8 @@ def _register_builtin() -> None:
         TASK_SETS.register(name, f"{tasks}.datasets:load_benchmark", kwargs={"name": name})
     REWARDS.register("evidence_recall", "searchgym.envs.rubric:evidence_recall")
     REWARDS.register("step_gain", "searchgym.envs.rubric:step_gain")
+    REWARDS.register("citation", "searchgym.envs.rubric:citation")
+    REWARDS.register("judge", "searchgym.envs.rubric:judge")
     TRAINER_REWARDS.register("info_gain", "searchgym.agents.train.rewards:info_gain")
 
 

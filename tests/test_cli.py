@@ -113,7 +113,30 @@ def test_eval_json_metrics_trajectories_and_plot(capsys, tmp_path):
             k: v["count"] for k, v in card["kinds"].items()
         }
     assert report["agents"]["oracle"]["failures"]["gold_shown"] == 1.0
+    assert report["agents"]["oracle"]["failures"]["recall_vs_oracle"] == 1.0  # against its own queries
     assert (tmp_path / "em.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_closed_book_adds_adasearchs_decisions_to_the_card(capsys, tmp_path):
+    """The heuristic always searches, so it never skips a search; closed-book it knows nothing of
+    the generated world (no right answer), which leaves F1-aware undefined, as the line says."""
+    argv = [
+        "eval",
+        "--agent",
+        "heuristic",
+        "--n",
+        "6",
+        "--closed-book",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(argv + SMALL) == 0
+    out = capsys.readouterr().out
+    assert "heuristic: closed-book right (knew) 0; answered without searching 0 (0 right)" in out
+    assert "AdaSearch F1-aware undefined" in out
+    closed = load_episodes(tmp_path / "heuristic-closed-book.jsonl")
+    assert len(closed) == 6 and all(ep.n_searches == 0 for ep in closed)
 
 
 def test_eval_table(capsys, tmp_path):

@@ -131,15 +131,73 @@ def card(
     }
 
 
+def against_oracle(episodes: Sequence[Episode], oracle: Sequence[Episode]) -> dict[str, float | None]:
+    """The gold passages the agent's searches showed against those the oracle's queries showed
+    on the same tasks and retriever (``oracle[i]`` played ``episodes[i]``'s task):
+    ``oracle_gold_shown`` and ``recall_vs_oracle``, the agent's share over the oracle's (None
+    where the oracle was shown none)."""
+
+    def shown(eps: Sequence[Episode]) -> list[bool]:
+        return [t is not None for ep in eps for t in shown_at(ep).values()]
+
+    mine, its = shown(episodes), shown(oracle)
+    found = sum(its) / len(its) if its else None
+    return {
+        "oracle_gold_shown": found,
+        "recall_vs_oracle": (sum(mine) / len(mine)) / found if mine and found else None,
+    }
+
+
+def decisions(open_book: Sequence[Episode], closed_book: Sequence[Episode]) -> dict[str, Any]:
+    """AdaSearch's decision metric (arXiv 2512.16883): an episode decided it knew the answer when
+    it answered without searching (``open_book[i]``), and it knew when its closed-book answer to
+    the same task (``closed_book[i]``) was right. Returns the counts (``knew``, ``no_search``,
+    ``no_search_right``, ``searched_though_knew``) and the precision, recall and F1 of "did not
+    search" against "knew" (``f1_aware``; None where there is nothing to divide by: on the
+    generated world, whose facts no model knows, ``knew`` is 0 and only the counts say anything)."""
+    pairs = [
+        (ep.n_searches == 0, closed.em >= 1.0, ep.em >= 1.0) for ep, closed in zip(open_book, closed_book)
+    ]
+    decided = sum(d for d, _, _ in pairs)
+    knew = sum(k for _, k, _ in pairs)
+    both = sum(d and k for d, k, _ in pairs)
+    precision = both / decided if decided else None
+    recall = both / knew if knew else None
+    f1 = 2 * precision * recall / (precision + recall) if precision and recall else None
+    return {
+        "knew": knew,
+        "no_search": decided,
+        "no_search_right": sum(d and r for d, _, r in pairs),
+        "searched_though_knew": knew - both,
+        "precision": precision,
+        "recall": recall,
+        "f1_aware": f1,
+    }
+
+
 def format_card(name: str, card: dict[str, Any]) -> str:
-    """One line of ``card``: the failed episodes and each kind's count with its interval."""
+    """``card`` in a line or more: the failed episodes and each kind's count with its interval,
+    the gold passages shown (against the oracle's queries, where the card has them) and
+    AdaSearch's decisions (where it has them)."""
     kinds = ", ".join(f"{kind} {v['count']} [{v['low']}, {v['high']}]" for kind, v in card["kinds"].items())
     shown = (
         f"; gold passages shown {card['gold_shown']:.0%}, all of a task's {card['all_gold_shown']:.0%}"
         if card["gold_shown"] is not None
         else "; no evidence annotations: retrieval and reading misses cannot be told apart"
     )
-    return f"{name}: {card['failed']} of {card['n']} failed" + (f": {kinds}" if kinds else "") + shown
+    if card.get("recall_vs_oracle") is not None:
+        shown += f" (the oracle's queries {card['oracle_gold_shown']:.0%}: {card['recall_vs_oracle']:.2f}x)"
+    line = f"{name}: {card['failed']} of {card['n']} failed" + (f": {kinds}" if kinds else "") + shown
+    ada = card.get("decisions")
+    if ada:
+        f1 = "undefined" if ada["f1_aware"] is None else f"{ada['f1_aware']:.3f}"
+        line += (
+            f"\n{name}: closed-book right (knew) {ada['knew']}; "
+            f"answered without searching {ada['no_search']} "
+            f"({ada['no_search_right']} right); searched though it knew {ada['searched_though_knew']}; "
+            f"AdaSearch F1-aware {f1}"
+        )
+    return line
 
 
 @functools.cache

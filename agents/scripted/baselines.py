@@ -14,6 +14,7 @@ import numpy as np
 
 from searchgym.agents.scripted.web_oracle import WebOracleAgent, is_web
 from searchgym.envs.protocols import ActionProtocol
+from searchgym.envs.tools import CITED_ANSWER
 from searchgym.envs.web_tools import parse_results
 from searchgym.errors import ConfigError
 from searchgym.tasks.extractive import extract_answer, parse_docs
@@ -67,7 +68,7 @@ class OracleAgent(_Scripted):
     On a web env (a protocol with ``follow``) it browses instead: `WebOracleAgent` follows the
     chain's infobox links and reads the answer off the last page. As Search Self-play's proposer
     (`searchgym.envs.self_play`) it searches the chain of the world question its answer came from
-    and proposes that question."""
+    and proposes that question. Where the env asks for citations it cites each hop's passage."""
 
     def __init__(self, p_verify: float = 0.0, think: bool = True, seed: int = 0) -> None:
         self.p_verify = p_verify
@@ -107,7 +108,17 @@ class OracleAgent(_Scripted):
             return self._say("Let me check the answer once more.", "search", self.task.question)
         # a self-play proposal (envs.self_play): the world's own question for the answer posed
         proposal = self.task.metadata.get("seed_question")
-        return self._conclude("I have found everything I need.", proposal or self.task.answers[0])
+        return self._conclude(
+            "I have found everything I need.", proposal or self._cited(self.task.answers[0])
+        )
+
+    def _cited(self, answer: str) -> str:
+        """``answer``, followed where the env asks for citations (`CITED_ANSWER`) by the title of
+        each passage of the gold chain."""
+        if CITED_ANSWER not in self.protocol.tools:
+            return answer
+        titles = [hop["title"] for hop in self.task.metadata.get("chain") or () if hop.get("title")]
+        return " ".join([answer, *(f"[{t}]" for t in titles)])
 
 
 class HeuristicAgent(_Scripted):

@@ -14,7 +14,7 @@ from typing import Any
 
 from searchgym.agents import make_agent, run_episodes, save_episodes, summarize, summarize_by
 from searchgym.agents.play.episode import error_warning
-from searchgym.agents.play.failures import failure_card, failure_kind, format_card
+from searchgym.agents.play.failures import against_oracle, decisions, failure_card, failure_kind, format_card
 from searchgym.agents.play.rollout import episode_progress, sample_tasks
 from searchgym.agents.policies import models
 from searchgym.agents.policies.base import SamplingParams
@@ -107,6 +107,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="output directory (default runs/eval/ENV/YYYYmmdd-HHMMSS, a new one per run)",
     )
+    p.add_argument(
+        "--closed-book",
+        action="store_true",
+        help="also play each agent with no search tool (env option closed_book) and add AdaSearch's decision "
+        "metric to its card: did it skip searching exactly where its closed-book answer was right?",
+    )
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument(
         "--no-progress",
@@ -161,6 +167,13 @@ def run(args: argparse.Namespace) -> int:
 
     results: dict[str, dict[str, Any]] = {}
     warnings: dict[str, str | None] = {}
+    # the oracle's episodes of the same tasks on the same retriever, where they name their
+    # evidence (not where a language model writes the search results: those are not the same)
+    oracle = None
+    if any(t.evidence for t in tasks) and not generator:
+        oracle = run_episodes(
+            lambda: make(args.env, **make_kwargs), functools.partial(make_agent, "oracle"), tasks, n_envs=4
+        )
     for name in agent_names:
         n_envs = args.n_envs or (32 if is_policy_agent(name) else 4)
         with episode_progress(n, f"{name:>10}", disable=args.no_progress) as callbacks:
@@ -180,10 +193,21 @@ def run(args: argparse.Namespace) -> int:
         for episode in episodes:
             episode.failure = failure_kind(episode)
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
+        failures = failure_card(episodes, args.seed) | (against_oracle(episodes, oracle) if oracle else {})
+        if args.closed_book:
+            closed = run_episodes(
+                lambda: make(args.env, **make_kwargs, closed_book=True),
+                functools.partial(make_agent, name, seed=args.seed, params=params),
+                tasks,
+                n_envs=n_envs,
+                seed=args.seed,
+            )
+            save_episodes(closed, out / f"{file_name(name)}-closed-book.jsonl")
+            failures["decisions"] = decisions(episodes, closed)
         results[name] = {
             "all": summarize(episodes),
             "by_hops": summarize_by(episodes, "hops"),
-            "failures": failure_card(episodes, args.seed),
+            "failures": failures,
         }
         warnings[name] = error_warning([ep.error for ep in episodes])
 

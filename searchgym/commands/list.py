@@ -45,19 +45,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def reward_terms() -> str:
-    """One line per reward term: its name, level (``step``: measured by the env at each step;
-    ``episode``: a registered function of the finished episode, plug-ins' included; ``trainer``:
-    added by the trainer) and what it measures. Read from the rubric objects themselves: the
-    planner's weights (every env's step terms, the planner's ``turns`` and ``beyond_rag``), every registered
-    episode function, and the trainer's terms."""
+def reward_term_rows() -> list[tuple[str, str, str]]:
+    """Per reward term: its name, level (``step``: measured by the env at each step; ``episode``:
+    a registered function of the finished episode, plug-ins' included; ``trainer``: added by the
+    trainer) and what it measures, with where its weight is set. Read from the rubric objects
+    themselves: the planner's weights (every env's step terms, the planner's ``turns`` and
+    ``beyond_rag``), every registered episode function, and the trainer's terms."""
     every_function = {name: 1.0 for name in REWARDS.names()}
     trainer = [Term(name, 1.0, "trainer", TRAINER_REWARDS.resolve(name)) for name in TRAINER_REWARDS.names()]
     rubric = PlannerRewards(beyond_rag=1.0, terms=every_function).rubric().plus(*trainer)
-    rows = [("term", "level", "what it measures; where its weight is set")]
+    rows = []
     for term in rubric.terms:
         weight = f"; weight rewards.terms.{term.name}" if term.when != "step" else ""
         rows.append((term.name, term.when, term.description + weight))
+    return rows
+
+
+def reward_terms() -> str:
+    """`reward_term_rows` as aligned lines under a header (``searchgym list rewards``)."""
+    rows = [("term", "level", "what it measures; where its weight is set"), *reward_term_rows()]
     width = [max(len(r[i]) for r in rows) for i in (0, 1)]
     return "\n".join(f"{name:<{width[0]}}  {when:<{width[1]}}  {doc}" for name, when, doc in rows)
 

@@ -166,7 +166,7 @@ class _Renderer:
         sentences = [s[0].upper() + s[1:] for s in sentences]
         at_top = hatnotes and rng.random() < 0.3
         text = " ".join(hatnotes + sentences if at_top else sentences + hatnotes)
-        title = f"{e.name} ({section})" if section else e.name
+        title = passage_title(e.name, section)
         return Draft(e.id, section, title, text)
 
     def distractor(
@@ -299,3 +299,12 @@ def _fill(template: str, ctx: dict[str, Any], extra: dict[str, Any] | None = Non
         except KeyError:
             return None
     return template.format_map(values)
+
+
+def passage_title(name: str, section: str) -> str:
+    """The title of an entity's passage: its name, and the section where it has several.
+
+    >>> passage_title("Merian Jevane", "early life"), passage_title("Dreisent", "")
+    ('Merian Jevane (early life)', 'Dreisent')
+    """
+    return f"{name} ({section})" if section else name

@@ -17,6 +17,7 @@ from searchgym.tasks.task import Task
 
 from .entities import KINDS, RELATIONS, Entity, Relation
 from .names import normalise
+from .passages import passage_title
 from .vocab import WORK_KINDS
 
 SPLITS = ("train", "dev", "test")
@@ -183,12 +184,12 @@ def follow(root: Entity, path: Sequence[Relation], by_id: dict[str, Entity]) -> 
 
 def chain_steps(chain: Sequence[Entity], path: Sequence[Relation]) -> list[dict[str, Any]]:
     """A task's ``chain`` metadata: per hop the entity, the relation, the passage that states it
-    and a searcher's query for it."""
+    (its id and title) and a searcher's query for it."""
     steps = []
     for entity, r in zip(chain, path, strict=False):
         query = r.query.format(n=entity.name, **kind_words(entity))
-        steps.append({"entity": entity.name, "relation": r.name,
-                      "doc_id": entity.passages[r.section], "query": query})  # fmt: skip
+        steps.append({"entity": entity.name, "relation": r.name, "doc_id": entity.passages[r.section],
+                      "title": passage_title(entity.name, r.section), "query": query})  # fmt: skip
     return steps
 
 

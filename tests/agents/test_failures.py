@@ -4,9 +4,16 @@ real episodes adding up to their errors."""
 import pytest
 
 import searchgym
-from searchgym.agents import HeuristicAgent, run_episodes
+from searchgym.agents import HeuristicAgent, OracleAgent, run_episodes
 from searchgym.agents.play.episode import Episode, Turn
-from searchgym.agents.play.failures import KINDS, failure_card, failure_kind, format_card
+from searchgym.agents.play.failures import (
+    KINDS,
+    against_oracle,
+    decisions,
+    failure_card,
+    failure_kind,
+    format_card,
+)
 
 CHAIN = [
     {"entity": "Gremis Deilwell", "relation": "alma_mater", "doc_id": "d1",
@@ -88,3 +95,35 @@ def test_the_heuristics_failures_add_up_to_its_errors_on_the_generated_world():
     )
     assert card["failed"] > 0 and "unknown" not in card["kinds"]  # every task has its chain
     env.close()
+
+
+def test_the_card_compares_the_agents_searches_with_the_oracles_queries():
+    env = searchgym.make("searchgym/FictionalQA-BM25-v0", n_passages=300, hops=[2], top_k=1)
+    tasks = list(env.unwrapped.tasks[:10])
+    mine = run_episodes(lambda: env, HeuristicAgent, tasks)
+    oracle = run_episodes(lambda: env, OracleAgent, tasks)
+    found = against_oracle(mine, oracle)
+    agent_share = failure_card(mine)["gold_shown"]
+    assert 0 < found["oracle_gold_shown"] <= 1
+    assert found["recall_vs_oracle"] == pytest.approx(agent_share / found["oracle_gold_shown"])
+    assert against_oracle(oracle, oracle)["recall_vs_oracle"] == 1.0
+
+
+def test_adasearchs_decisions_count_where_the_agent_skipped_searching_and_where_it_knew():
+    def ep(searches, em):
+        turns = [Turn("", "", 0.0, "search", None) for _ in range(searches)]
+        return Episode("t", "q", ["a"], {}, turns, prediction="a", em=em, n_searches=searches)
+
+    open_book = [ep(0, 1.0), ep(0, 0.0), ep(1, 1.0), ep(2, 0.0)]
+    closed_book = [ep(0, 1.0), ep(0, 0.0), ep(0, 1.0), ep(0, 0.0)]
+    got = decisions(open_book, closed_book)
+    assert (got["knew"], got["no_search"], got["no_search_right"], got["searched_though_knew"]) == (
+        2,
+        2,
+        1,
+        1,
+    )
+    assert (got["precision"], got["recall"], got["f1_aware"]) == (0.5, 0.5, 0.5)
+    assert decisions(open_book, [ep(0, 0.0)] * 4)["f1_aware"] is None  # knew nothing: undefined
+    card = failure_card(open_book) | {"decisions": got}
+    assert "searched though it knew 1; AdaSearch F1-aware 0.500" in format_card("me", card)

@@ -193,3 +193,62 @@ def test_step_gain_pays_each_new_gold_passage_and_charges_each_repeat():
     *_, info = env.step("<answer> nothing </answer>")
     assert info["reward_components"]["step_gain"] == 0.5 - 1.0
     assert "step_gain" in searchgym.list_rewards()
+
+
+def test_the_citation_term_counts_the_cited_hops_that_reach_the_answer():
+    """CaRR's rubric reward on a 2-hop question, the env asking for citations: the oracle cites
+    both hops' passages (1.0); citing only the last hop's gives 0.5, only the first's 0 (the chain
+    is broken before the answer); a title never shown counts for nothing, and a wrong answer gets 0.
+    The answer is scored without its citations."""
+    env = make({"citation": 1.0}, hops=[2], top_k=1, citations=True)
+    task = env.unwrapped.tasks[0]
+    assert "[China]" in env.reset(options={"task": task})[0]  # the cited answer's example
+    (oracle,) = run_episodes(lambda: env, OracleAgent, [task])
+    assert oracle.em == 1.0 and oracle.reward_components["citation"] == 1.0
+    (first, last) = task.metadata["chain"]
+
+    def cite(*titles, answer=task.answers[0]):
+        env.reset(options={"task": task})
+        for hop in task.metadata["chain"]:
+            env.step(f"<search> {hop['query']} </search>")
+        *_, info = env.step(f"<answer> {answer} {' '.join(f'[{t}]' for t in titles)} </answer>")
+        return info["em"], info["reward_components"]["citation"]
+
+    assert cite(last["title"]) == (1.0, 0.5)
+    assert cite(first["title"]) == (1.0, 0.0)
+    assert cite(first["title"], last["title"], "A Title Never Shown") == (1.0, 1.0)
+    assert cite(first["title"], last["title"], answer="somebody else") == (0.0, 0.0)
+    env.reset(options={"task": task})
+    *_, info = env.step(f"<answer> {task.answers[0]} [{first['title']}] [{last['title']}] </answer>")
+    assert info["cited_ids"] == [] and info["reward_components"]["citation"] == 0.0  # none shown
+
+
+def test_citations_need_the_cited_answer_tool():
+    from searchgym.envs import SearchEnv
+    from searchgym.envs.protocols import make_protocol
+
+    tasks = searchgym.make("searchgym/FictionalQA-BM25-v0", **SMALL_WORLD).unwrapped.tasks
+    with pytest.raises(ConfigError, match="CITED_ANSWER"):
+        SearchEnv(tasks, None, protocol=make_protocol("tags"), citations=True)
+
+
+def test_the_judge_term_scores_each_judged_search_result_as_reseek_does():
+    """A 2-hop question, the env asking for judgements: the first hop's search shows its gold
+    passage (useful), a repeat of it shows nothing new. Judged Yes then No before a right answer:
+    0.4 + 0.4; judged No then Yes before a wrong one: -0.3 - 0.6; unjudged: 0."""
+    env = make({"judge": 1.0}, hops=[2], top_k=1, judge=True)
+    task = env.unwrapped.tasks[0]
+    assert "<judge>Yes</judge>" in env.reset(options={"task": task})[0]
+    first = f"<search> {task.metadata['chain'][0]['query']} </search>"
+
+    def play(said_first, said_second, answer):
+        env.reset(options={"task": task})
+        env.step(first)
+        *_, info = env.step(f"{said_first} {first}")
+        assert info["judgement"] == ({"<judge>Yes</judge>": True, "<judge>No</judge>": False}.get(said_first))
+        *_, info = env.step(f"{said_second} <answer> {answer} </answer>")
+        return round(info["reward_components"]["judge"], 6)
+
+    assert play("<judge>Yes</judge>", "<judge>No</judge>", task.answers[0]) == 0.8
+    assert play("<judge>No</judge>", "<judge>Yes</judge>", "somebody") == -0.9
+    assert play("", "", task.answers[0]) == 0.0
