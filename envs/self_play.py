@@ -25,6 +25,7 @@ from searchgym.envs.rewards import RewardWeights, format_reward
 from searchgym.envs.text_env import Charges, RetrieverEnv
 from searchgym.envs.tools import SEARCH, Param, Tool, ToolCall
 from searchgym.envs.wrappers import TurnLimit
+from searchgym.errors import ConfigError
 from searchgym.retrievers.base import Retriever
 from searchgym.tasks.metrics import normalize_answer
 from searchgym.tasks.task import Task
@@ -181,6 +182,11 @@ def fictional_propose(
     ``backend``; its answers are those of the ``split`` questions of ``hops`` (default the train
     split: the questions it proposes are new training tasks), or of ``task_set``'s
     (`envs.factories.env_tasks`). ``options`` are `ProposeEnv`'s."""
+    unknown = sorted(set(options) - {"protocol", "top_k", "max_obs_tokens"})
+    if unknown:
+        raise ConfigError(
+            f"unknown env option(s) {unknown} for the proposer; it takes protocol, top_k and max_obs_tokens"
+        )
     world = load_world(seed=seed, n_passages=n_passages)
     questions = world_tasks(task_set, split, hops, seed, n_passages)
     retriever = make_retriever(backend, world_corpus(seed, n_passages))

@@ -67,3 +67,10 @@ def test_every_scripted_agent_plays_the_proposer(agent, verified):
     tasks = list(make().unwrapped.tasks[:6])
     episodes = run_episodes(make, lambda: make_agent(agent), tasks)
     assert [ep.em for ep in episodes] == [verified] * 6
+
+
+def test_an_unknown_option_is_named():
+    from searchgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"unknown env option\(s\) \['topk'\] for the proposer"):
+        searchgym.make(ENV, topk=2)
