@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     check_agents([args.proposer], args.seed, params, flag="--proposer")
     check_agents([args.solver], args.seed, params, flag="--solver")
     agent = functools.partial(make_agent, seed=args.seed, params=params)
-    with episode_progress(args.n, "proposals", disable=args.no_progress) as callbacks:
+    most = args.n * (1 + args.solver_episodes)  # every proposal verified
+    with episode_progress(most, "episodes", disable=args.no_progress) as callbacks:
         proposals, solved = self_play(
             functools.partial(agent, args.proposer),
             functools.partial(agent, args.solver),
