@@ -139,7 +139,9 @@ def test_task_metadata_shape(world: World) -> None:
     task = world.tasks("test", hops=3)[0]
     assert task.metadata["source"] == "fictional"
     assert set(task.metadata) == {"source", "hops", "answer_type", "chain"}
-    assert all(set(c) == {"entity", "relation", "doc_id", "query"} for c in task.metadata["chain"])
+    assert all(set(c) == {"entity", "relation", "doc_id", "title", "query"} for c in task.metadata["chain"])
+    titles = {p["id"]: p["title"] for p in world.passages}
+    assert all(titles[c["doc_id"]] == c["title"] for c in task.metadata["chain"])  # the passage's own
 
 
 def test_near_duplicate_names_exist_and_have_their_own_facts(world: World) -> None:
