@@ -167,13 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
     results: dict[str, dict[str, Any]] = {}
     warnings: dict[str, str | None] = {}
-    # the oracle's episodes of the same tasks on the same retriever, where they name their
-    # evidence (not where a language model writes the search results: those are not the same)
-    oracle = None
-    if any(t.evidence for t in tasks) and not generator:
-        oracle = run_episodes(
-            lambda: make(args.env, **make_kwargs), functools.partial(make_agent, "oracle"), tasks, n_envs=4
-        )
+    episodes_of: dict[str, list] = {}
     for name in agent_names:
         n_envs = args.n_envs or (32 if is_policy_agent(name) else 4)
         with episode_progress(n, f"{name:>10}", disable=args.no_progress) as callbacks:
@@ -193,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         for episode in episodes:
             episode.failure = failure_kind(episode)
         save_episodes(episodes, out / f"{file_name(name)}.jsonl")
-        failures = failure_card(episodes, args.seed) | (against_oracle(episodes, oracle) if oracle else {})
+        episodes_of[name] = episodes
+        failures = failure_card(episodes, args.seed)
         if args.closed_book:
             closed = run_episodes(
                 lambda: make(args.env, **make_kwargs, closed_book=True),
@@ -211,6 +206,15 @@ def run(args: argparse.Namespace) -> int:
         }
         warnings[name] = error_warning([ep.error for ep in episodes])
 
+    # the oracle's queries on the same tasks and retriever, where the tasks name their evidence
+    # (not where a language model writes the search results: those are not the same); its own
+    # episodes where it played among the agents
+    if any(t.evidence for t in tasks) and not generator:
+        oracle = episodes_of.get("oracle") or run_episodes(
+            lambda: make(args.env, **make_kwargs), functools.partial(make_agent, "oracle"), tasks, n_envs=4
+        )
+        for name, episodes in episodes_of.items():
+            results[name]["failures"] |= against_oracle(episodes, oracle)
     report = {
         "env": args.env,
         "env_kwargs": env_kwargs,
