@@ -8,8 +8,12 @@ same dev tasks, compared paired with the start and with the first arm.
         --arm "outcome_20 rewards.terms.info_gain=0 steps=20"
 
 An arm is a name and ``KEY=VALUE`` overrides (as ``searchgym train --set``, quoted where a value
-has spaces) of ``--config`` with ``model=START warm_start_episodes=0 eval_tasks=0 steps=STEPS``:
-``searchgym train`` from the same start, so the arms differ only in their overrides. Its run is
+has spaces) of ``--config`` with ``eval_tasks=0 steps=STEPS``: ``searchgym train`` from the same
+start, so the arms differ only in their overrides. A start that is a run's step-0 checkpoint (its
+warm start) is copied into each arm's run and resumed with that run's model, seed and
+``warm_start_episodes``: GRPO then trains on the tasks that run's GRPO had, not on those its warm
+start memorised. Any other start is a model, trained with ``model=START warm_start_episodes=0``
+on every training task. Its run is
 OUT/NAME/run and its evaluation OUT/NAME/eval.json; an arm whose evaluation is on disk is not
 played again, so a killed study continues where it stopped (and a finished arm can be put there).
 The start is evaluated once, as OUT/start/eval.json.
@@ -26,11 +30,12 @@ import argparse
 import functools
 import json
 import shlex
+import shutil
 from pathlib import Path
 
 import torch
 
-from searchgym.agents.train.checkpoint import latest_checkpoint
+from searchgym.agents.train.checkpoint import MARKER, checkpoint_dir, latest_checkpoint
 from searchgym.agents.train.config import load_config
 from searchgym.agents.train.engine import load_policies
 from searchgym.agents.train.evaluation import evaluate, paired_difference
@@ -63,10 +68,25 @@ def evaluate_checkpoint(args, checkpoint: str) -> dict:
     return evaluate(cfg, rollout_policy)
 
 
+def started_run(start: Path) -> dict | None:
+    """The config of the run whose step-0 checkpoint ``start`` is, or None (a model directory)."""
+    config = start.parent.parent / "config.json"
+    is_step_0 = start.name == checkpoint_dir(start.parent.parent, 0).name and (start / MARKER).is_file()
+    return json.loads(config.read_text()) if is_step_0 and config.is_file() else None
+
+
 def train_arm(args, name: str, overrides: list[str]) -> dict:
     run_dir = args.out / name / "run"
-    base = [f"model={args.start}", "warm_start_episodes=0", "eval_tasks=0", f"steps={args.steps}", *args.set]
-    resume = latest_checkpoint(run_dir) is not None  # a killed arm continues
+    common = ["eval_tasks=0", f"steps={args.steps}", *args.set]
+    started = started_run(Path(args.start))
+    if started is None:  # a model: GRPO from its weights, on every training task
+        base = [f"model={args.start}", "warm_start_episodes=0", *common]
+    else:  # a run's start: resumed, so GRPO leaves out the tasks its warm start imitated, as that run did
+        if not (run_dir / "checkpoints").is_dir():
+            shutil.copytree(args.start, checkpoint_dir(run_dir, 0))
+        keep = ("model", "seed", "warm_start_episodes")
+        base = [f"{key}={json.dumps(started[key])}" for key in keep] + common
+    resume = latest_checkpoint(run_dir) is not None  # a killed arm continues; a run's start resumes
     cfg = load_config(args.config, [*base, f"run_dir={run_dir}", f"resume={resume}", *overrides])
     final = run_dir / "checkpoints" / f"step-{cfg.steps:06d}"  # the last step is always saved
     if not final.is_dir():

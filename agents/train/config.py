@@ -158,6 +158,10 @@ class GRPOConfig:
     # -- optimisation
     lr: float = 1e-6
     """AdamW's learning rate in the GRPO updates."""
+    lr_warmup_steps: int = 0
+    """GRPO steps over which the learning rate rises linearly to ``lr`` (step k of n at k/(n+1) of
+    it); 0: ``lr`` from the first step. Adam's first steps move every trained weight by about the
+    learning rate whatever its gradient's size, so they are the noisiest."""
     weight_decay: float = 0.0
     """AdamW's decoupled weight decay (>= 0)."""
     max_grad_norm: float = 1.0
@@ -373,6 +377,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "updates_per_step": _at_least(1),
     "tis_cap": _at_least(0),
     "lr": (lambda v: v > 0, "> 0"),
+    "lr_warmup_steps": _at_least(0),
     "weight_decay": _at_least(0),
     "max_grad_norm": (lambda v: v > 0, "> 0 (the norm gradients are clipped to)"),
     "micro_batch_size": _at_least(1),

@@ -52,6 +52,7 @@ from searchgym.agents.train.schedule import (
     make_env,
     per_process,
     split_warm_start,
+    step_lr,
 )
 from searchgym.agents.train.update import update
 from searchgym.agents.train.warm_start import warm_start
@@ -66,7 +67,8 @@ from searchgym.tasks.task import Task
 def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train ``cfg.model`` with GRPO on ``cfg.env``; returns the dev metrics as loaded (with a
     warm start: ``eval_base``), before GRPO and after it,
-    the steps run and the wall time (also written to ``run_dir/summary.json``). Runs as one
+    the steps run, the wall time and its phases' share (``phase_s``: the warm start, each
+    evaluation, the GRPO steps run by this call; also written to ``run_dir/summary.json``). Runs as one
     process or under ``accelerate launch`` (data parallel: each process plays its share of the
     step's tasks; gradients are summed across processes). ``on_eval(when, metrics)`` is called in
     the main process as each evaluation ends (``when``: ``base``, ``before``, ``step N``, ``after``).
@@ -99,6 +101,7 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
         )
         for step in range(run.start_step, cfg.steps):
             metrics = _step(run, step, bar.set_postfix_str)
+            run.phase_s["grpo_steps"] = run.phase_s.get("grpo_steps", 0.0) + metrics["time/step_s"]
             bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
             bar.update()
         bar.close()
@@ -126,13 +129,17 @@ class _Run:
     start_step: int = 0
     base: dict[str, Any] | None = None
     before: dict[str, Any] | None = None
+    phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Wall seconds of this process's phases: the warm start, each evaluation, the GRPO steps."""
 
     @property
     def main(self) -> bool:
         return self.accelerator.is_main_process
 
     def evaluate(self, when: str) -> dict[str, Any]:
+        tick = time.perf_counter()
         metrics = evaluate(self.cfg, self.engine, self.accelerator, self.programs)
+        self.phase_s[f"eval_{when.replace(' ', '_')}"] = time.perf_counter() - tick
         if self.on_eval is not None and self.main:
             self.on_eval(when, metrics)
         return metrics
@@ -198,13 +205,17 @@ def _start(
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2), encoding="utf-8")
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, model=model, optimizer=run.optimizer)
+        for group in run.optimizer.param_groups:  # the config's, not the saved run's (lr: each step's)
+            group["weight_decay"] = cfg.weight_decay
         run.start_step, run.before = state["step"], state["extra"].get("eval_before")
         run.base = state["extra"].get("eval_base")
         sync_rollout_weights(policy, engine)
     else:
         if cfg.warm_start_episodes:
             run.base = run.evaluate("base") if cfg.eval_tasks and cfg.eval_base else None
+            tick = time.perf_counter()
             warm_start(cfg, model, policy.tokenizer, accelerator)
+            run.phase_s["warm_start"] = time.perf_counter() - tick
             sync_rollout_weights(policy, engine)
         run.before = run.evaluate("before") if cfg.eval_tasks else None
         run.checkpoint(0)
@@ -239,6 +250,8 @@ def _step(run: _Run, step: int, show: Callable[[str], None]) -> dict[str, float]
     metrics |= played
     updated = time.perf_counter()
     pad_id = run.policy.tokenizer.pad_token_id
+    for group in run.optimizer.param_groups:  # the config's, also where a resumed run changed lr
+        group["lr"] = step_lr(cfg, step)
     for _ in range(cfg.updates_per_step):
         metrics |= update(run.wrapped, run.ref_model, run.optimizer, samples, cfg, accelerator, pad_id)
     sync_rollout_weights(run.policy, engine)
@@ -270,6 +283,7 @@ def _finish(run: _Run, wall_s: float) -> dict[str, Any]:
         "steps": cfg.steps,
         "resumed_from": run.start_step,
         "wall_s": wall_s,
+        "phase_s": run.phase_s,
         "eval_base": run.base,
         "eval_before": run.before,
         "eval_after": after,

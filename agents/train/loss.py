@@ -153,13 +153,15 @@ def token_logprobs(
     temperature: float = 1.0,
     *,
     with_entropy: bool = False,
+    entropy_grad: bool = True,
     **model_kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B, L - 1] of each next token under ``softmax(logits / temperature)`` where
     ``mask`` [B, L - 1] is 1 (0 elsewhere), and with ``with_entropy`` the entropy of each of
-    those distributions [B, L - 1] (0 elsewhere; with a gradient when the logits have one, for
-    `GRPOConfig.entropy_coef`). Logits are computed only where ``mask`` is 1 when the model
-    takes ``logits_to_keep`` (transformers models do): a vocabulary-sized row per policy token,
+    those distributions [B, L - 1] (0 elsewhere; with a gradient when the logits have one and
+    ``entropy_grad`` is set, for `GRPOConfig.entropy_coef`, else computed without a graph).
+    Logits are computed only where ``mask`` is 1 when the model takes ``logits_to_keep``
+    (transformers models do): a vocabulary-sized row per policy token,
     none for the prompt and observations. Those logits are the only vocabulary-sized tensor kept
     for the backward pass: the float32 log-softmax runs over chunks of ``LOGIT_CHUNK`` rows and is
     recomputed in the backward pass (`_chunk_logprobs`). ``model_kwargs`` (a cache, with
@@ -174,8 +176,11 @@ def token_logprobs(
         rows = slice(start, start + LOGIT_CHUNK)
         args = (logits[rows], chosen[rows], temperature)
         parts.append(_recomputed(_chunk_logprobs, *args))
-        if with_entropy:
+        if with_entropy and entropy_grad:
             entropies.append(_recomputed(_chunk_entropy, *args))
+        elif with_entropy:
+            with torch.no_grad():
+                entropies.append(_chunk_entropy(*args))
     logp = _scatter(parts, picked, logits)
     return logp, _scatter(entropies, picked, logits) if with_entropy else None
 

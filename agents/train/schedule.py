@@ -116,3 +116,15 @@ def drawn_tasks(tasks: Sequence[Task], n: int, seed: int, round_: int) -> list[T
     """``n`` tasks drawn (with replacement) for refill round ``round_`` of the step seeded ``seed``."""
     rng = torch.Generator().manual_seed(seed * DRAW_PRIME + round_)
     return [tasks[int(i)] for i in torch.randint(len(tasks), (n,), generator=rng)]
+
+
+def step_lr(cfg: GRPOConfig, step: int) -> float:
+    """The learning rate of step ``step`` (from 0): ``lr`` after ``lr_warmup_steps`` steps of a
+    linear rise.
+
+    >>> from types import SimpleNamespace
+    >>> cfg = SimpleNamespace(lr=1e-4, lr_warmup_steps=3)
+    >>> [round(step_lr(cfg, step) / cfg.lr, 2) for step in range(5)]
+    [0.25, 0.5, 0.75, 1.0, 1.0]
+    """
+    return cfg.lr * min(1.0, (step + 1) / (cfg.lr_warmup_steps + 1))

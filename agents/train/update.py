@@ -56,7 +56,9 @@ def update(
                     attention = torch.cat([attention.new_ones(len(chunk), len(prompt)), attention], 1)
                     extra = with_cache(wrapped, shared.cache(len(chunk)))
                 inputs = (wrapped, batch["input_ids"], attention, batch["mask"], cfg.temperature)
-                logp, entropy = token_logprobs(*inputs, with_entropy=True, **extra)
+                logp, entropy = token_logprobs(
+                    *inputs, with_entropy=True, entropy_grad=bool(cfg.entropy_coef), **extra
+                )
                 ref_logp = None
                 if ref_model is not None:
                     with torch.no_grad():

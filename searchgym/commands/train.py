@@ -96,10 +96,23 @@ def run(args: argparse.Namespace) -> int:
             return 0  # train said so and changed nothing, nor do its plots
         plots = plot_training_curves(read_metrics(cfg.run_dir), Path(cfg.run_dir) / "plots")
         print(
-            f"{cfg.steps} steps in {summary['wall_s']:.0f} s; metrics, checkpoints and {len(plots)} "
-            f"plots in {cfg.run_dir}"
+            f"{cfg.steps} steps in {summary['wall_s']:.0f} s{phase_times(summary['phase_s'])}; metrics, "
+            f"checkpoints and {len(plots)} plots in {cfg.run_dir}"
         )
     return 0
+
+
+def phase_times(phase_s: dict[str, float]) -> str:
+    """Where a run's time went, as `` (warm start 361 s, evaluations 530 s, GRPO steps 902 s)``.
+
+    >>> phase_times({"warm_start": 361.2, "eval_before": 265.0, "grpo_steps": 902.4, "eval_after": 265.3})
+    ' (warm start 361 s, evaluations 530 s, GRPO steps 902 s)'
+    """
+    evals = sum(s for phase, s in phase_s.items() if phase.startswith("eval_"))
+    parts = [("warm start", phase_s.get("warm_start")), ("evaluations", evals or None)]
+    parts.append(("GRPO steps", phase_s.get("grpo_steps")))
+    shown = [f"{name} {s:.0f} s" for name, s in parts if s]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def check_before_loading(cfg: Any) -> None:

@@ -152,6 +152,9 @@ def test_a_warm_start_runs_before_grpo_and_is_evaluated_on_both_sides(tiny_llama
     warm = weights(tmp_path, 0)  # step 0: after the warm start, before any GRPO update
     assert any(not torch.equal(loaded[k], warm[k]) for k in warm)
     assert summary["eval_base"]["n"] == summary["eval_before"]["n"] == summary["eval_after"]["n"] == 2
+    phases = summary["phase_s"]  # where the wall time went, each phase once
+    assert set(phases) == {"eval_base", "warm_start", "eval_before", "grpo_steps", "eval_after"}
+    assert all(s > 0 for s in phases.values()) and sum(phases.values()) <= summary["wall_s"]
     resumed = train(
         tiny_config(
             tiny_llama_dir, tmp_path, steps=1, warm_start_episodes=2, warm_start_batch_size=2, resume=True

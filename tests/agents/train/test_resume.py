@@ -76,3 +76,14 @@ def test_resuming_a_finished_run_changes_nothing(tiny_llama_dir, tmp_path, monke
     assert "already finished at step 1" in out and "steps in" not in out
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock") == files
+
+
+def test_the_learning_rate_is_the_configs_at_every_step_even_resumed(tiny_llama_dir, tmp_path):
+    """``lr_warmup_steps`` raises the rate step by step; a run resumed with another ``lr`` (``--set
+    lr=... --set resume=true``, as a study resumes one run's warm start under other settings) steps
+    at that rate, not at the one its saved optimizer held."""
+    train(tiny_config(tiny_llama_dir, tmp_path, steps=1, eval_tasks=0, lr=1e-3, lr_warmup_steps=1))
+    resumed = tiny_config(tiny_llama_dir, tmp_path, steps=2, eval_tasks=0, lr=3e-4, lr_warmup_steps=1)
+    train(dataclasses.replace(resumed, resume=True))
+    rates = [r["loss/lr"] for r in read_metrics(tmp_path) if "loss/lr" in r]
+    assert rates == [5e-4, 3e-4]
