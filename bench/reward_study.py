@@ -13,10 +13,9 @@ start, so the arms differ only in their overrides. A start that is a run's step-
 warm start) is copied into each arm's run and resumed with that run's model, seed and
 ``warm_start_episodes``: GRPO then trains on the tasks that run's GRPO had, not on those its warm
 start memorised. Any other start is a model, trained with ``model=START warm_start_episodes=0``
-on every training task. Its run is
-OUT/NAME/run and its evaluation OUT/NAME/eval.json; an arm whose evaluation is on disk is not
-played again, so a killed study continues where it stopped (and a finished arm can be put there).
-The start is evaluated once, as OUT/start/eval.json.
+on every training task. An arm's run is OUT/NAME/run and its evaluation OUT/NAME/eval.json; an arm
+whose evaluation is on disk is not played again, so a killed study continues where it stopped (and
+a finished arm can be put there). The start is evaluated once, as OUT/start/eval.json.
 
 Printed: per arm, dev EM with its 95 % bootstrap interval, searches, and the training wall time
 (the sum of its steps' ``time/step_s``, so arms can be compared at equal time); then each arm's

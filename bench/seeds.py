@@ -136,7 +136,8 @@ def row(d: dict[str, Any]) -> str:
     )
     kinds = ", ".join(f"{name} {count}" for name, count in list(d["kinds"].items())[:3]) or "-"
     return (
-        f"seed {d['seed']}  before {em(d['before'])}  after {em(d['after'])}  gain {gain_text}\n"
+        f"{_label(d).replace(chr(10), ', ')}  before {em(d['before'])}  after {em(d['after'])}  "
+        f"gain {gain_text}\n"
         f"    {time_text}, peak {rss}; entropy/token {entropy_text}; degenerate groups {degenerate_text}\n"
         f"    failures after: {d['failed'] if d['failed'] is not None else '-'} ({kinds})"
     )
@@ -148,8 +149,8 @@ def plot(described: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ems, gains) = plt.subplots(1, 2, figsize=(8, 3.4))
-    labels = [f"seed {d['seed']}" for d in described]
+    fig, (ems, gains) = plt.subplots(1, 2, figsize=(2 + 2.4 * len(described), 3.6))
+    labels = [_label(d) for d in described]
     for i, d in enumerate(described):
         for when, offset, colour in (("before", -0.12, "0.6"), ("after", 0.12, "C0")):
             if d[when]:
@@ -168,10 +169,16 @@ def plot(described: list[dict[str, Any]], path: Path) -> None:
     gains.axhline(0.1, color="C2", lw=0.8, ls="--")
     gains.set_ylabel("gain of GRPO (paired 95 % CI)")
     for ax in (ems, gains):
-        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _label(d: dict[str, Any]) -> str:
+    """``seed S`` for this script's runs, the run directory's name and seed for others."""
+    name = Path(d["run_dir"]).name
+    return f"seed {d['seed']}" if name == f"seed-{d['seed']}" else f"{name}\nseed {d['seed']}"
 
 
 def main() -> None:

@@ -105,7 +105,7 @@ def train(cfg: GRPOConfig, on_eval: Callable[[str, dict[str, Any]], None] | None
             bar.set_postfix(reward=f"{metrics['reward/total']:.3f}", em=f"{metrics['rollout/em']:.2f}")
             bar.update()
         bar.close()
-        return _finish(run, time.perf_counter() - start_time)
+        return _finish(run, start_time)
 
 
 @dataclasses.dataclass
@@ -274,15 +274,16 @@ def _step(run: _Run, step: int, show: Callable[[str], None]) -> dict[str, float]
     return metrics
 
 
-def _finish(run: _Run, wall_s: float) -> dict[str, Any]:
+def _finish(run: _Run, start_time: float) -> dict[str, Any]:
     """The evaluation after GRPO (none without a step: the model is the one evaluated before), the
-    summary, its file and the last metrics row."""
+    summary (its wall time counted from ``start_time``, the evaluation included), its file and the
+    last metrics row."""
     cfg = run.cfg
     after = run.evaluate("after") if cfg.eval_tasks and cfg.steps else None
     summary = {
         "steps": cfg.steps,
         "resumed_from": run.start_step,
-        "wall_s": wall_s,
+        "wall_s": time.perf_counter() - start_time,
         "phase_s": run.phase_s,
         "eval_base": run.base,
         "eval_before": run.before,

@@ -40,7 +40,7 @@ def test_arms_from_a_runs_warm_start_leave_out_its_tasks(tiny_llama_dir, tmp_pat
 
     command = [sys.executable, str(ROOT / "bench" / "reward_study.py"), "--config", str(config)]
     command += ["--start", str(start_run / "checkpoints" / "step-000000"), "--out", str(tmp_path / "study")]
-    command += ["--arm", "a lr=1e-4", "--steps", "2", "--eval-tasks", "2"]
+    command += ["--arm", "a lr=1.0e-4", "--steps", "2", "--eval-tasks", "2"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
 

@@ -36,7 +36,7 @@ def test_each_seed_runs_once_and_is_reported(tiny_llama_dir, tmp_path):
     )
     out = tmp_path / "seeds"
     command = [sys.executable, str(ROOT / "bench" / "seeds.py"), "--config", str(config), "--out", str(out)]
-    command += ["--seeds", "0", "1", "--set", "lr=1e-3"]
+    command += ["--seeds", "0", "1", "--set", "lr=1.0e-3"]
     first = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert first.returncode == 0, first.stderr[-3000:]
 
