@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.agents.train.metrics_log import read_metrics
+from searchgym.commands.train import phase_times
 
 PROCESS_FILE = "process.json"
 
@@ -115,14 +116,7 @@ def row(d: dict[str, Any]) -> str:
     gain_text = (
         f"{gain['em_diff']:+.3f} [{gain['em_diff_low']:+.3f}, {gain['em_diff_high']:+.3f}]" if gain else "-"
     )
-    phases = d["phase_s"]
-    evals = sum(s for name, s in phases.items() if name.startswith("eval_"))
-    time_text = f"{d['wall_s'] / 60:.1f} min" if d["wall_s"] else "-"
-    if phases:
-        time_text += (
-            f" (warm {phases.get('warm_start', 0) / 60:.1f}, eval {evals / 60:.1f}, "
-            f"grpo {phases.get('grpo_steps', 0) / 60:.1f})"
-        )
+    time_text = f"{d['wall_s'] / 60:.1f} min{phase_times(d['phase_s'])}" if d["wall_s"] else "-"
     rss = f"{d['peak_rss_gb']:.1f} GB" if d["peak_rss_gb"] else "-"
     entropy = d["entropy"]
     entropy_text = (
